@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine with only Python 3.11: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow lint bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[numpyro,test,bench]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/ppl-hais demo
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -n 2 -q -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check ppl_hais adapters tests benchmarks
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,47 @@
+"""ppl_hais: log marginal likelihood by Hamiltonian annealed importance sampling, in pure JAX.
+
+The core knows no PPL: it anneals an :class:`AnnealingTarget` (an initial distribution and a
+target density over flat vectors) with a transition kernel and returns an :class:`AISResult`.
+Adapters for NumPyro and PyMC live in :mod:`ppl_hais.adapters`.
+"""
+
+from .compare import compare_evidence
+from .driver import ais, enable_x64, hais
+from .kernels import (
+    TransitionKernel,
+    hais_kernel,
+    random_walk_kernel,
+    refresh_fraction,
+    resampled_hmc_kernel,
+)
+from .likelihood import LogLikelihoodEstimate, analysis_log_likelihood, generative_log_likelihood
+from .result import AISResult, AnnealingError, AnnealingTrace
+from .schedules import geometric_schedule, linear_schedule, make_schedule, sigmoid_schedule
+from .target import AnnealingTarget, Gaussian, Potential
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AISResult",
+    "AnnealingError",
+    "AnnealingTarget",
+    "AnnealingTrace",
+    "Gaussian",
+    "LogLikelihoodEstimate",
+    "Potential",
+    "TransitionKernel",
+    "ais",
+    "analysis_log_likelihood",
+    "compare_evidence",
+    "enable_x64",
+    "generative_log_likelihood",
+    "geometric_schedule",
+    "hais",
+    "hais_kernel",
+    "linear_schedule",
+    "make_schedule",
+    "random_walk_kernel",
+    "refresh_fraction",
+    "resampled_hmc_kernel",
+    "sigmoid_schedule",
+]

@@ -1,0 +1,453 @@
+"""The annealing driver: one ``lax.scan`` over temperatures, particles ``vmap``ped, jit once.
+
+For n = 1 … N (seed 000 §2.2–2.3):
+
+1. ``log w += (β_n − β_{n−1}) · log_ratio(z)`` — the weight update before the move, read from
+   the cached potential, so it costs nothing;
+2. one transition that leaves π_{β_n} invariant (any :class:`~ppl_hais.kernels.TransitionKernel`).
+
+log Ẑ = logsumexp(log w) − log P + log Z_initial. Memory does not grow with N: per-step
+diagnostics are folded into a fixed number of bins as the scan runs.
+
+Step size
+---------
+``step_size`` is a number (fixed, the seed uses 0.2) or ``"auto"``. ``"auto"`` runs a short
+*pilot* anneal first (``num_pilot_particles`` particles over at most ``num_pilot_steps``
+temperatures of the same schedule) whose step size follows the population's mean acceptance
+toward ``target_accept`` by a Robbins–Monro rule; the pilot's particles are discarded and its
+step size, as a function of β, is frozen before the main run starts. The main run's kernels are
+thus fixed in advance and independent of its own particles, so Ẑ stays exactly unbiased (an
+adaptation that used the main run's own particles would only be consistent as P → ∞).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from functools import lru_cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import random as fast_random
+from .kernels import TransitionKernel, hais_kernel
+from .result import AISResult, AnnealingError, AnnealingTrace
+from .schedules import make_schedule
+from .target import AnnealingTarget
+
+__all__ = ["ais", "hais"]
+
+_ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
+_PILOT_WARMUP = 100  # pilot steps at beta = 0 before annealing starts
+
+
+def enable_x64():
+    """Switch JAX to float64 (the estimators accumulate log weights over 10⁵ steps)."""
+    if not jax.config.read("jax_enable_x64"):
+        jax.config.update("jax_enable_x64", True)
+
+
+# ---------------------------------------------------------------------------------------------
+# progress bars from inside the scan
+_BARS: dict[int, object] = {}
+_RUN_IDS = itertools.count(1)
+
+
+def _tick(run_id, n):
+    bar = _BARS.get(int(run_id))
+    if bar is not None:
+        bar.update(int(n) - bar.n)
+
+
+def _open_bar(total, desc):
+    from tqdm.auto import tqdm
+
+    run_id = next(_RUN_IDS)
+    _BARS[run_id] = tqdm(total=total, desc=desc, leave=False, mininterval=0.3)
+    return run_id
+
+
+def _close_bar(run_id):
+    bar = _BARS.pop(run_id, None)
+    if bar is not None:
+        bar.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# the scan
+
+
+def _log_mean_exp(x):
+    return jax.scipy.special.logsumexp(x) - jnp.log(x.shape[0])
+
+
+def _ess(log_w):
+    return jnp.exp(2 * jax.scipy.special.logsumexp(log_w) - jax.scipy.special.logsumexp(2 * log_w))
+
+
+def anneal(
+    rng_key,
+    target: AnnealingTarget,
+    kernel: TransitionKernel,
+    betas,
+    ref_betas,
+    ref_log_step,
+    *,
+    num_particles: int,
+    num_bins: int,
+    adapt_target=None,
+    record=False,
+    progress=None,
+):
+    """The pure annealing run (jit- and vmap-able); returns a dict of arrays.
+
+    ``ref_betas``/``ref_log_step`` give log(step size) as a function of β (linear
+    interpolation). With ``adapt_target`` set (the pilot), an offset on log(step size) follows
+    the population's mean acceptance; with ``record`` the per-step log(step size) is returned.
+    ``progress`` is ``(run_id, every)`` to report to a progress bar.
+    """
+    num_steps = betas.shape[0] - 1
+    key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
+    positions = jnp.asarray(target.initial.sample(key_sample, num_particles), jnp.result_type(float))
+    init_keys = fast_random.split_particles(key_init, num_particles)
+    states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
+    log_w = jnp.zeros(num_particles, dtype=positions.dtype)
+    step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None))
+
+    zeros = jnp.zeros(num_bins, dtype=positions.dtype)
+    carry0 = dict(
+        states=states,
+        log_w=log_w,
+        offset=jnp.zeros((), positions.dtype),
+        nonfinite=jnp.zeros((), jnp.int32),
+        acc=zeros,
+        eps=zeros,
+        count=zeros,
+        ess=zeros,
+        log_z=zeros,
+        beta=zeros,
+    )
+
+    def body(carry, xs):
+        n, beta_prev, beta = xs
+        states = carry["states"]
+        d_beta = beta - beta_prev
+        increment = jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
+        log_w = carry["log_w"] + increment
+        log_step = jnp.interp(beta, ref_betas, ref_log_step) + carry["offset"]
+        step_size = jnp.exp(log_step)
+        keys = fast_random.split_particles(jax.random.fold_in(key_steps, n), num_particles)
+        states, info = step_vmap(keys, states, target, beta, step_size)
+        mean_acc = jnp.mean(info.acceptance_rate)
+        offset = carry["offset"]
+        if adapt_target is not None:
+            offset = offset + _ADAPT_RATE * (mean_acc - adapt_target)
+        b = ((n - 1) * num_bins) // num_steps
+        lw_safe = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
+        out = dict(
+            states=states,
+            log_w=log_w,
+            offset=offset,
+            nonfinite=carry["nonfinite"] + jnp.sum(~info.is_finite).astype(jnp.int32),
+            acc=carry["acc"].at[b].add(mean_acc),
+            eps=carry["eps"].at[b].add(step_size),
+            count=carry["count"].at[b].add(1.0),
+            ess=carry["ess"].at[b].set(_ess(lw_safe)),
+            log_z=carry["log_z"].at[b].set(_log_mean_exp(lw_safe)),
+            beta=carry["beta"].at[b].set(beta),
+        )
+        if progress is not None:
+            run_id, every = progress
+            jax.lax.cond(
+                (n % every == 0) | (n == num_steps),
+                lambda: jax.debug.callback(_tick, run_id, n, ordered=False),
+                lambda: None,
+            )
+        return out, (log_step if record else None)
+
+    xs = (jnp.arange(1, num_steps + 1), betas[:-1], betas[1:])
+    carry, log_steps = jax.lax.scan(body, carry0, xs)
+    count = jnp.maximum(carry["count"], 1.0)
+    return dict(
+        log_weights=carry["log_w"],
+        particles=carry["states"].position,
+        initial_particles=positions,
+        num_nonfinite=carry["nonfinite"],
+        acceptance=carry["acc"] / count,
+        step_size=carry["eps"] / count,
+        ess=carry["ess"],
+        log_z=carry["log_z"],
+        bin_beta=carry["beta"],
+        log_steps=log_steps,
+    )
+
+
+@lru_cache(maxsize=32)
+def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, with_progress):
+    def run(rng_key, betas, ref_betas, ref_log_step, run_id, every):
+        progress = (run_id, every) if with_progress else None
+        return anneal(
+            rng_key,
+            target,
+            kernel,
+            betas,
+            ref_betas,
+            ref_log_step,
+            num_particles=num_particles,
+            num_bins=num_bins,
+            adapt_target=adapt_target,
+            record=record,
+            progress=progress,
+        )
+
+    return jax.jit(run)
+
+
+def _run(rng_key, target, kernel, betas, ref_betas, ref_log_step, *, num_particles, num_bins,
+         adapt_target=None, record=False, progress_bar=False, desc="annealing"):
+    num_steps = len(betas) - 1
+    fn = _compiled(target, kernel, num_particles, num_bins, adapt_target, record, progress_bar)
+    run_id = _open_bar(num_steps, desc) if progress_bar else 0
+    try:
+        out = fn(
+            rng_key,
+            jnp.asarray(betas),
+            jnp.asarray(ref_betas),
+            jnp.asarray(ref_log_step),
+            run_id,
+            max(1, num_steps // 50),
+        )
+        jax.block_until_ready(out)
+    finally:
+        if progress_bar:
+            _close_bar(run_id)
+    return out
+
+
+def _smooth(x, window):
+    if x.size <= window:
+        return np.full_like(x, x.mean())
+    kernel = np.ones(window) / window
+    padded = np.concatenate([np.full(window // 2, x[0]), x, np.full(window - 1 - window // 2, x[-1])])
+    return np.convolve(padded, kernel, mode="valid")
+
+
+def pilot_schedule(betas, num_steps):
+    """The pilot's betas (warm-up at β = 0, then every k-th β) and the βs its step sizes map to.
+
+    The pilot's step n uses β = pilot_betas[n] and records log(step size)[n − 1]; the recorded
+    values from index ``_PILOT_WARMUP − 1`` on belong to ``ref_betas = pilot_betas[_PILOT_WARMUP:]``.
+    """
+    stride = max(1, int(np.ceil((len(betas) - 1) / num_steps)))
+    pilot_betas = np.concatenate([np.zeros(_PILOT_WARMUP), betas[::stride]])
+    if pilot_betas[-1] != 1.0:
+        pilot_betas = np.append(pilot_betas, 1.0)
+    return pilot_betas, pilot_betas[_PILOT_WARMUP:]
+
+
+def pilot_step_sizes(rng_key, target, kernel, betas, *, initial_step_size, target_accept,
+                     num_particles=64, num_steps=1000, progress_bar=False):
+    """Tune log(step size) as a function of β on a short pilot anneal (its particles are discarded).
+
+    Returns ``(ref_betas, ref_log_step)`` for :func:`anneal`.
+    """
+    pilot_betas, ref_betas = pilot_schedule(betas, num_steps)
+    out = _run(
+        rng_key,
+        target,
+        kernel,
+        pilot_betas,
+        np.array([0.0, 1.0]),
+        np.full(2, np.log(initial_step_size)),
+        num_particles=num_particles,
+        num_bins=1,
+        adapt_target=float(target_accept),
+        record=True,
+        progress_bar=progress_bar,
+        desc="pilot (step size)",
+    )
+    log_steps = np.asarray(out["log_steps"])[_PILOT_WARMUP - 1 :]
+    if not np.all(np.isfinite(log_steps)):
+        raise AnnealingError("step-size adaptation diverged (non-finite step size) in the pilot run")
+    return ref_betas, _smooth(log_steps, 11)
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry points
+
+
+def ais(
+    rng_key,
+    target: AnnealingTarget,
+    kernel: TransitionKernel,
+    *,
+    num_particles: int = 256,
+    num_steps: int = 1000,
+    schedule="linear",
+    step_size="auto",
+    target_accept: float | None = None,
+    num_pilot_particles: int = 64,
+    num_pilot_steps: int = 1000,
+    num_bins: int = 100,
+    progress_bar: bool = True,
+) -> AISResult:
+    """Annealed importance sampling with any transition kernel.
+
+    Parameters
+    ----------
+    rng_key : jax.random key
+        Same key ⇒ bit-identical result.
+    target : AnnealingTarget
+    kernel : TransitionKernel
+        ``ph.hais_kernel()``, ``ph.resampled_hmc_kernel()`` or ``ph.random_walk_kernel()``.
+    num_particles : int
+        Number of independent annealing chains P.
+    num_steps : int
+        Number of intermediate distributions N (ignored when ``schedule`` is an array).
+    schedule : {"linear", "sigmoid", "geometric"} or array
+        The betas 0 = β_0 ≤ … ≤ β_N = 1.
+    step_size : float or "auto"
+        Fixed step size (leapfrog ε or random-walk σ), or ``"auto"``: tuned on a discarded
+        pilot run toward ``target_accept`` and frozen (keeps Ẑ unbiased; see module docs).
+    target_accept : float, optional
+        Mean Metropolis acceptance the pilot aims for (0.9 for leapfrog kernels, 0.3 for
+        random walk).
+    num_bins : int
+        Per-temperature diagnostics are averaged into this many bins.
+    progress_bar : bool
+        Show a progress bar (NumPyro's spelling).
+
+    Returns
+    -------
+    AISResult
+    """
+    enable_x64()
+    betas = make_schedule(schedule, None if not isinstance(schedule, str) else num_steps)
+    num_steps = len(betas) - 1
+    num_particles = int(num_particles)
+    if num_particles < 2:
+        raise ValueError("num_particles must be at least 2 (the error bar needs a spread)")
+    num_bins = int(min(num_bins, num_steps))
+    _check_initial(target, rng_key)
+    start = time.perf_counter()
+    key_pilot, key_main = jax.random.split(rng_key)
+    if isinstance(step_size, str):
+        if step_size != "auto":
+            raise ValueError("step_size must be a positive number or 'auto'")
+        if target_accept is None:
+            target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
+        ref_betas, ref_log_step = pilot_step_sizes(
+            key_pilot,
+            target,
+            kernel,
+            betas,
+            initial_step_size=kernel.default_step_size,
+            target_accept=target_accept,
+            num_particles=int(num_pilot_particles),
+            num_steps=int(num_pilot_steps),
+            progress_bar=progress_bar,
+        )
+        pilot_gradients = (len(ref_betas) + _PILOT_WARMUP) * kernel.gradients_per_step
+    else:
+        step_size = float(step_size)
+        if not step_size > 0:
+            raise ValueError("step_size must be positive")
+        ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(step_size))
+        pilot_gradients = 0
+    out = _run(
+        key_main,
+        target,
+        kernel,
+        betas,
+        ref_betas,
+        ref_log_step,
+        num_particles=num_particles,
+        num_bins=num_bins,
+        progress_bar=progress_bar,
+        desc=kernel.name,
+    )
+    wall = time.perf_counter() - start
+    trace = AnnealingTrace(
+        beta=np.asarray(out["bin_beta"]),
+        acceptance_rate=np.asarray(out["acceptance"]),
+        step_size=np.asarray(out["step_size"]),
+        ess=np.asarray(out["ess"]),
+        log_z=np.asarray(out["log_z"]) + target.log_z_initial,
+    )
+    settings = dict(
+        kernel=kernel.name,
+        num_particles=num_particles,
+        num_steps=num_steps,
+        schedule=schedule if isinstance(schedule, str) else "user",
+        step_size=step_size,
+        target_accept=target_accept,
+        gradients_per_particle=num_steps * kernel.gradients_per_step,
+        pilot_gradients_per_particle=pilot_gradients,
+        num_pilot_particles=int(num_pilot_particles) if isinstance(step_size, str) else 0,
+    )
+    return AISResult.from_log_weights(
+        np.asarray(out["log_weights"]),
+        particles=np.asarray(out["particles"]),
+        betas=betas,
+        trace=trace,
+        num_nonfinite=int(out["num_nonfinite"]),
+        log_z_initial=target.log_z_initial,
+        settings=settings,
+        wall_time=wall,
+    )
+
+
+def hais(
+    rng_key,
+    target: AnnealingTarget,
+    *,
+    num_particles: int = 256,
+    num_steps: int = 1000,
+    step_size="auto",
+    refresh: float = 0.5,
+    num_leapfrog: int = 1,
+    schedule="linear",
+    **kwargs,
+) -> AISResult:
+    """Hamiltonian annealed importance sampling (seed 000 §2.3): the log normalizer of a target.
+
+    Runs :func:`ais` with :func:`~ppl_hais.kernels.hais_kernel`: one leapfrog step per
+    temperature, momentum persistent across temperatures, negated on rejection and partially
+    refreshed (``refresh`` = fraction of momentum power replaced per unit simulation time).
+    Other keyword arguments go to :func:`ais`.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, numpy as np, ppl_hais as ph
+    >>> target = ph.AnnealingTarget(
+    ...     log_density=lambda z: -0.5 * jnp.sum((z / 3.0) ** 2),   # log Z = 2·log(3·√(2π))
+    ...     initial=ph.Gaussian(jnp.zeros(2)))
+    >>> res = ph.hais(jax.random.key(0), target, num_particles=128, num_steps=500,
+    ...               progress_bar=False)
+    >>> bool(abs(res.log_z - 2 * np.log(3 * np.sqrt(2 * np.pi))) < 5 * res.log_z_se + 0.05)
+    True
+    """
+    return ais(
+        rng_key,
+        target,
+        hais_kernel(float(refresh), int(num_leapfrog)),
+        num_particles=num_particles,
+        num_steps=num_steps,
+        schedule=schedule,
+        step_size=step_size,
+        **kwargs,
+    )
+
+
+def _check_initial(target, rng_key):
+    """Fail early on an initial distribution that cannot be sampled inside the box."""
+    box = target.box
+    if box is None:
+        return
+    z = np.asarray(target.initial.sample(jax.random.fold_in(rng_key, 17), 64))
+    if np.any(z < box[0]) or np.any(z > box[1]):
+        raise ValueError(
+            "the initial distribution puts samples outside the target's bounds; use an initial "
+            "distribution supported inside the box (e.g. a truncated or transformed one)"
+        )

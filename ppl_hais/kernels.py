@@ -1,0 +1,170 @@
+"""Transition kernels that leave a tempered density π_β invariant (seed 000 §2.3, §5.2).
+
+Each kernel is a pair of pure per-particle functions (the driver ``vmap``s them):
+
+    init(rng_key, position, target) -> State
+    step(rng_key, state, target, beta, step_size) -> (State, Info)
+
+Every State carries ``potential``, the cached :class:`~ppl_hais.target.Potential` at its
+position, so the annealing driver reads the weight increment without evaluating anything.
+Step sizes are call arguments so that a schedule of step sizes can change them under ``jit``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from . import random as fast_random
+from .integrators import leapfrog, reflect
+
+__all__ = [
+    "HMCState",
+    "RWMState",
+    "TransitionInfo",
+    "TransitionKernel",
+    "hais_kernel",
+    "resampled_hmc_kernel",
+    "random_walk_kernel",
+    "refresh_fraction",
+]
+
+
+class HMCState(NamedTuple):
+    position: Any
+    momentum: Any
+    potential: Any
+
+
+class RWMState(NamedTuple):
+    position: Any
+    potential: Any
+
+
+class TransitionInfo(NamedTuple):
+    acceptance_rate: Any  # Metropolis acceptance probability min(1, exp(ΔH))
+    is_accepted: Any
+    is_finite: Any  # False when the proposal's density or gradient was NaN/±inf (then rejected)
+
+
+@dataclass(frozen=True)
+class TransitionKernel:
+    """A named (init, step) pair; ``gradients_per_step`` counts gradient evaluations."""
+
+    name: str
+    init: Callable
+    step: Callable
+    gradients_per_step: int
+    default_step_size: float
+
+
+def refresh_fraction(power_per_unit_time, step_size):
+    """γ such that (1 − γ)^(1/ε) = 1 − power: the momentum power replaced per leapfrog step.
+
+    With the seed's "half the momentum power per unit simulation time", γ = 1 − 0.5^ε.
+    """
+    keep = 1.0 - power_per_unit_time
+    return 1.0 - jnp.where(keep > 0, jnp.power(jnp.maximum(keep, 1e-300), step_size), 0.0)
+
+
+def _metropolis(log_accept, key):
+    """Accept with probability min(1, exp(log_accept)); NaN and ±inf ratios are rejected."""
+    log_accept = jnp.where(jnp.isfinite(log_accept), jnp.minimum(log_accept, 0.0), -jnp.inf)
+    u = fast_random.uniform(key, (), salt=1, dtype=log_accept.dtype)
+    return jnp.exp(log_accept), jnp.log(u) < log_accept
+
+
+def _all_finite(potential):
+    ok = jnp.isfinite(potential.log_initial) & jnp.isfinite(potential.log_ratio)
+    if potential.grad_initial is not None:
+        ok &= jnp.all(jnp.isfinite(potential.grad_initial))
+        ok &= jnp.all(jnp.isfinite(potential.grad_ratio))
+    return ok
+
+
+@lru_cache(maxsize=64)
+def hais_kernel(refresh: float = 0.5, num_leapfrog: int = 1) -> TransitionKernel:
+    """The HAIS transition of seed 000 §2.3 with persistent, partially refreshed momentum.
+
+    One velocity-Verlet leapfrog step of size ε on π_β, Metropolis accept/reject on
+    H = −log π_β(z) + ½|v|², momentum negated on rejection, then the partial refresh
+    ``v ← sqrt(1 − γ) v + sqrt(γ) r`` with γ = 1 − (1 − refresh)^ε (``refresh`` is the fraction
+    of momentum power replaced per unit simulation time; the seed's is ½). The momentum
+    carries over from one temperature to the next: that persistence is the method's point.
+    ``refresh=1`` resamples the momentum every step (the second baseline of seed 000 §5.2).
+    """
+    if not 0.0 < refresh <= 1.0:
+        raise ValueError("refresh (momentum power replaced per unit time) must be in (0, 1]")
+
+    def init(rng_key, position, target):
+        momentum = fast_random.normal(rng_key, position.shape, salt=7, dtype=position.dtype)
+        return HMCState(position, momentum, target.potential_and_grad(position))
+
+    def step(rng_key, state, target, beta, step_size):
+        position, momentum, potential = state
+        new_position, new_momentum, new_potential = leapfrog(
+            target.potential_and_grad,
+            position,
+            momentum,
+            potential,
+            beta,
+            step_size,
+            num_leapfrog,
+            target.box,
+        )
+        log_accept = (
+            new_potential.log_density(beta)
+            - 0.5 * jnp.sum(new_momentum**2)
+            - potential.log_density(beta)
+            + 0.5 * jnp.sum(momentum**2)
+        )
+        is_finite = _all_finite(new_potential) & jnp.isfinite(log_accept)
+        prob, accepted = _metropolis(jnp.where(is_finite, log_accept, -jnp.inf), rng_key)
+        pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
+        position = pick(new_position, position)
+        momentum = pick(new_momentum, -momentum)  # negate on rejection
+        potential = jax.tree.map(pick, new_potential, potential)
+        gamma = refresh_fraction(refresh, step_size)
+        noise = fast_random.normal(rng_key, momentum.shape, salt=0, dtype=momentum.dtype)
+        momentum = jnp.sqrt(1.0 - gamma) * momentum + jnp.sqrt(gamma) * noise
+        return HMCState(position, momentum, potential), TransitionInfo(prob, accepted, is_finite)
+
+    name = "hais" if refresh < 1 else "resampled_hmc"
+    return TransitionKernel(name, init, step, num_leapfrog, 0.2)
+
+
+def resampled_hmc_kernel(num_leapfrog: int = 1) -> TransitionKernel:
+    """AIS baseline of seed 000 §5.2: one leapfrog step, momentum resampled every step."""
+    return hais_kernel(refresh=1.0, num_leapfrog=num_leapfrog)
+
+
+@lru_cache(maxsize=1)
+def random_walk_kernel() -> TransitionKernel:
+    """AIS baseline of seed 000 §5.2: Gaussian random-walk Metropolis (σ = step size, 0.1).
+
+    Proposals leaving the box are reflected back (a symmetric proposal); no gradients.
+    """
+
+    def init(rng_key, position, target):
+        del rng_key
+        return RWMState(position, target.potential(position))
+
+    def step(rng_key, state, target, beta, step_size):
+        position, potential = state
+        noise = fast_random.normal(rng_key, position.shape, salt=0, dtype=position.dtype)
+        proposal, _ = reflect(position + step_size * noise, noise, target.box)
+        new_potential = target.potential(proposal)
+        log_accept = new_potential.log_density(beta) - potential.log_density(beta)
+        is_finite = _all_finite(new_potential) & jnp.isfinite(log_accept)
+        prob, accepted = _metropolis(log_accept, rng_key)
+        pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
+        return (
+            RWMState(pick(proposal, position), jax.tree.map(pick, new_potential, potential)),
+            TransitionInfo(prob, accepted, is_finite),
+        )
+
+    return TransitionKernel("random_walk", init, step, 0, 0.1)
