@@ -56,8 +56,9 @@ def from_ais(
     ``posterior`` (and ``log_likelihood``) map names to arrays shaped (chain, draw, ...).
     """
     groups = {
-        "posterior": az.dict_to_dataset(dict(posterior), coords=coords, dims=dims,
-                                        library=__import__("ppl_hais")),
+        "posterior": az.dict_to_dataset(
+            dict(posterior), coords=coords, dims=dims, library=__import__("ppl_hais")
+        ),
         "sample_stats": sample_stats_dataset(results),
     }
     if log_likelihood:
@@ -66,8 +67,11 @@ def from_ais(
         )
     if observed_data:
         groups["observed_data"] = az.dict_to_dataset(
-            dict(observed_data), coords=coords, dims=dims, default_dims=[],
-            library=__import__("ppl_hais")
+            dict(observed_data),
+            coords=coords,
+            dims=dims,
+            default_dims=[],
+            library=__import__("ppl_hais"),
         )
     settings = dict(results[0].settings) if results else {}
     all_attrs = {f"hais_{k}": str(v) for k, v in settings.items()}

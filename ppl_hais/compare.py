@@ -24,7 +24,9 @@ def _from_idata(idata):
         est, var = _pool(lml, se)
         return est, np.sqrt(var)
     if lml.size > 1:  # independent chains without their own error bars: their spread
-        return float(logsumexp(lml) - np.log(lml.size)), float(np.std(lml, ddof=1) / np.sqrt(lml.size))
+        return float(logsumexp(lml) - np.log(lml.size)), float(
+            np.std(lml, ddof=1) / np.sqrt(lml.size)
+        )
     return float(lml[0]), float("nan")
 
 
@@ -80,8 +82,10 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
     names = list(models)
     est = np.array([evidence_of(models[n]) for n in names])
     log_z, se = est[:, 0], est[:, 1]
-    prior = np.ones(len(names)) if prior_probs is None else np.array(
-        [float(prior_probs[n]) for n in names]
+    prior = (
+        np.ones(len(names))
+        if prior_probs is None
+        else np.array([float(prior_probs[n]) for n in names])
     )
     if np.any(prior < 0) or prior.sum() <= 0:
         raise ValueError("prior_probs must be non-negative and not all zero")

@@ -109,7 +109,9 @@ def anneal(
     """
     num_steps = betas.shape[0] - 1
     key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
-    positions = jnp.asarray(target.initial.sample(key_sample, num_particles), jnp.result_type(float))
+    positions = jnp.asarray(
+        target.initial.sample(key_sample, num_particles), jnp.result_type(float)
+    )
     init_keys = fast_random.split_particles(key_init, num_particles)
     states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
     log_w = jnp.zeros(num_particles, dtype=positions.dtype)
@@ -204,8 +206,21 @@ def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, wit
     return jax.jit(run)
 
 
-def _run(rng_key, target, kernel, betas, ref_betas, ref_log_step, *, num_particles, num_bins,
-         adapt_target=None, record=False, progress_bar=False, desc="annealing"):
+def _run(
+    rng_key,
+    target,
+    kernel,
+    betas,
+    ref_betas,
+    ref_log_step,
+    *,
+    num_particles,
+    num_bins,
+    adapt_target=None,
+    record=False,
+    progress_bar=False,
+    desc="annealing",
+):
     num_steps = len(betas) - 1
     fn = _compiled(target, kernel, num_particles, num_bins, adapt_target, record, progress_bar)
     run_id = _open_bar(num_steps, desc) if progress_bar else 0
@@ -229,7 +244,9 @@ def _smooth(x, window):
     if x.size <= window:
         return np.full_like(x, x.mean())
     kernel = np.ones(window) / window
-    padded = np.concatenate([np.full(window // 2, x[0]), x, np.full(window - 1 - window // 2, x[-1])])
+    padded = np.concatenate(
+        [np.full(window // 2, x[0]), x, np.full(window - 1 - window // 2, x[-1])]
+    )
     return np.convolve(padded, kernel, mode="valid")
 
 
@@ -237,7 +254,8 @@ def pilot_schedule(betas, num_steps):
     """The pilot's betas (warm-up at β = 0, then every k-th β) and the βs its step sizes map to.
 
     The pilot's step n uses β = pilot_betas[n] and records log(step size)[n − 1]; the recorded
-    values from index ``_PILOT_WARMUP − 1`` on belong to ``ref_betas = pilot_betas[_PILOT_WARMUP:]``.
+    values from index ``_PILOT_WARMUP − 1`` on belong to
+    ``ref_betas = pilot_betas[_PILOT_WARMUP:]``.
     """
     stride = max(1, int(np.ceil((len(betas) - 1) / num_steps)))
     pilot_betas = np.concatenate([np.zeros(_PILOT_WARMUP), betas[::stride]])
@@ -246,8 +264,18 @@ def pilot_schedule(betas, num_steps):
     return pilot_betas, pilot_betas[_PILOT_WARMUP:]
 
 
-def pilot_step_sizes(rng_key, target, kernel, betas, *, initial_step_size, target_accept,
-                     num_particles=64, num_steps=1000, progress_bar=False):
+def pilot_step_sizes(
+    rng_key,
+    target,
+    kernel,
+    betas,
+    *,
+    initial_step_size,
+    target_accept,
+    num_particles=64,
+    num_steps=1000,
+    progress_bar=False,
+):
     """Tune log(step size) as a function of β on a short pilot anneal (its particles are discarded).
 
     Returns ``(ref_betas, ref_log_step)`` for :func:`anneal`.
@@ -269,7 +297,9 @@ def pilot_step_sizes(rng_key, target, kernel, betas, *, initial_step_size, targe
     )
     log_steps = np.asarray(out["log_steps"])[_PILOT_WARMUP - 1 :]
     if not np.all(np.isfinite(log_steps)):
-        raise AnnealingError("step-size adaptation diverged (non-finite step size) in the pilot run")
+        raise AnnealingError(
+            "step-size adaptation diverged (non-finite step size) in the pilot run"
+        )
     return ref_betas, _smooth(log_steps, 11)
 
 

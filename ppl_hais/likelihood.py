@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -113,15 +114,31 @@ def generative_log_likelihood(
         target = AnnealingTarget(initial=prior, log_likelihood=partial(log_likelihood, x=x))
         key_pilot, key_main = jax.random.split(key)
         if isinstance(step_size, str):
-            pilot = anneal(key_pilot, target, kernel, jnp.asarray(pilot_betas),
-                           jnp.array([0.0, 1.0]), jnp.full(2, log_step0),
-                           num_particles=num_pilot_particles, num_bins=1,
-                           adapt_target=target_accept, record=True)
+            pilot = anneal(
+                key_pilot,
+                target,
+                kernel,
+                jnp.asarray(pilot_betas),
+                jnp.array([0.0, 1.0]),
+                jnp.full(2, log_step0),
+                num_particles=num_pilot_particles,
+                num_bins=1,
+                adapt_target=target_accept,
+                record=True,
+            )
             ref_log_step = pilot["log_steps"][_PILOT_WARMUP - 1 :]
         else:
             ref_log_step = jnp.full(2, log_step0)
-        return anneal(key_main, target, kernel, jnp.asarray(betas), jnp.asarray(ref_betas),
-                      ref_log_step, num_particles=num_particles, num_bins=num_bins)
+        return anneal(
+            key_main,
+            target,
+            kernel,
+            jnp.asarray(betas),
+            jnp.asarray(ref_betas),
+            ref_log_step,
+            num_particles=num_particles,
+            num_bins=num_bins,
+        )
 
     # with log_likelihood taking x by keyword, partial(..., x=x) must see a traced x: vmap it
     out = jax.jit(jax.vmap(one))(keys, data)
@@ -141,6 +158,9 @@ def generative_log_likelihood(
         float(per_datum.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
         per_datum,
         per_se,
-        dict(log_weights=log_weights, acceptance=np.asarray(out["acceptance"]),
-             num_nonfinite=np.asarray(out["num_nonfinite"])),
+        dict(
+            log_weights=log_weights,
+            acceptance=np.asarray(out["acceptance"]),
+            num_nonfinite=np.asarray(out["num_nonfinite"]),
+        ),
     )

@@ -43,7 +43,9 @@ def bits(key, shape, salt: int = 0):
     size = 1
     for s in shape:
         size *= s
-    counter = jnp.arange(size, dtype=jnp.uint32).reshape(shape) + jnp.uint32((salt * 0x9E3779B9) & 0xFFFFFFFF)
+    counter = jnp.arange(size, dtype=jnp.uint32).reshape(shape) + jnp.uint32(
+        (salt * 0x9E3779B9) & 0xFFFFFFFF
+    )
     return _mix32(_mix32(_mix32(counter) ^ k0) ^ k1)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import logsumexp
@@ -85,8 +85,18 @@ class AISResult:
     wall_time: float = float("nan")
 
     @classmethod
-    def from_log_weights(cls, log_weights, *, particles, betas, trace, num_nonfinite=0,
-                         log_z_initial=0.0, settings=None, wall_time=float("nan")):
+    def from_log_weights(
+        cls,
+        log_weights,
+        *,
+        particles,
+        betas,
+        trace,
+        num_nonfinite=0,
+        log_z_initial=0.0,
+        settings=None,
+        wall_time=float("nan"),
+    ):
         lw = np.asarray(log_weights, dtype=float)
         n_nan = int(np.sum(np.isnan(lw)))
         lw = np.where(np.isnan(lw), -np.inf, lw)
@@ -94,7 +104,8 @@ class AISResult:
             raise AnnealingError(
                 f"all {lw.size} importance weights are zero (log weight -inf or NaN: {n_nan} NaN); "
                 f"{num_nonfinite} proposals had a non-finite density or gradient. The target's log "
-                "density is -inf or NaN wherever the particles went: check that it is finite on the "
+                "density is -inf or NaN wherever the particles went: check that it is finite on "
+                "the "
                 "support of the initial distribution, and that the initial distribution covers the "
                 "target."
             )
@@ -150,7 +161,8 @@ class AISResult:
             f"  step size: {np.min(self.trace.step_size):.3g} .. {np.max(self.trace.step_size):.3g}"
             f" ({'tuned by pilot' if s.get('step_size') == 'auto' else 'fixed'})",
             f"  gradients per particle: {s.get('gradients_per_particle', 0)}"
-            f" (+{s.get('pilot_gradients_per_particle', 0)} pilot)  wall time: {self.wall_time:.2f} s",
+            f" (+{s.get('pilot_gradients_per_particle', 0)} pilot)"
+            f"  wall time: {self.wall_time:.2f} s",
         ]
         if self.num_nonfinite:
             lines.append(f"  non-finite proposals rejected: {self.num_nonfinite}")
@@ -179,6 +191,9 @@ def _seed_from(rng_key):
         return int(rng_key)
     import jax
 
-    data = jax.random.key_data(rng_key) if hasattr(rng_key, "dtype") and jax.dtypes.issubdtype(
-        rng_key.dtype, jax.dtypes.prng_key) else rng_key
+    data = (
+        jax.random.key_data(rng_key)
+        if hasattr(rng_key, "dtype") and jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key)
+        else rng_key
+    )
     return [int(x) for x in np.asarray(data).ravel()]

@@ -13,8 +13,9 @@ and can be given directly (``log_likelihood=``), which saves evaluating the prio
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -87,8 +88,8 @@ class Gaussian:
     def sample(self, rng_key, num: int):
         eps = jax.random.normal(rng_key, (num, self.dim), dtype=jnp.result_type(float))
         if self.scale_tril is not None:
-            return self.mean + eps @ self.scale_tril.T
-        return self.mean + eps * self.scale
+            return self.mean[None, :] + eps @ self.scale_tril.T
+        return self.mean[None, :] + eps * self.scale[None, :]
 
     def log_density(self, z):
         d = z - self.mean

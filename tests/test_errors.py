@@ -1,0 +1,61 @@
+"""Bad input gets a clear error, never a silent wrong answer."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ppl_hais as ph
+
+
+def test_all_weights_zero_raises(key):
+    t = ph.AnnealingTarget(
+        log_density=lambda z: -jnp.inf * jnp.sum(z**2 + 1), initial=ph.Gaussian(np.zeros(2))
+    )
+    with pytest.raises(ph.AnnealingError, match="all 16 importance weights are zero"):
+        ph.hais(key, t, num_particles=16, num_steps=20, step_size=0.1, progress_bar=False)
+
+
+def test_nan_regions_are_rejected_and_counted(key):
+    # NaN for z_0 > 1: the target is effectively truncated there; moves into it are rejected
+    def log_density(z):
+        return jnp.where(z[0] > 1.0, jnp.nan, -0.5 * jnp.sum(z**2))
+
+    t = ph.AnnealingTarget(log_density=log_density, initial=ph.Gaussian(np.zeros(2), 0.5))
+    r = ph.hais(key, t, num_particles=64, num_steps=300, step_size=0.3, progress_bar=False)
+    assert r.num_nonfinite > 0
+    assert np.all(r.particles[np.isfinite(r.log_weights), 0] <= 1.0)
+    assert "non-finite proposals rejected" in r.summary()
+
+
+def test_target_needs_exactly_one_density():
+    with pytest.raises(ValueError, match="exactly one of"):
+        ph.AnnealingTarget(initial=ph.Gaussian(np.zeros(2)))
+    with pytest.raises(ValueError, match="needs an initial distribution"):
+        ph.AnnealingTarget(log_density=lambda z: 0.0)
+
+
+def test_initial_outside_bounds_is_refused(key):
+    t = ph.AnnealingTarget(
+        log_density=lambda z: -jnp.sum(z), initial=ph.Gaussian(np.zeros(2)), bounds=(0.0, None)
+    )
+    with pytest.raises(ValueError, match="outside the target's bounds"):
+        ph.hais(key, t, num_particles=8, num_steps=10, progress_bar=False)
+
+
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        (dict(num_particles=1), "at least 2"),
+        (dict(step_size=-1.0), "positive"),
+        (dict(step_size="adaptive"), "'auto'"),
+    ],
+)
+def test_bad_settings(key, kwargs, msg):
+    t = ph.AnnealingTarget(log_density=lambda z: -jnp.sum(z**2), initial=ph.Gaussian(np.zeros(2)))
+    with pytest.raises(ValueError, match=msg):
+        ph.hais(key, t, **{"num_steps": 10, "progress_bar": False, **kwargs})
+
+
+def test_bad_gaussian():
+    with pytest.raises(ValueError, match="positive"):
+        ph.Gaussian(np.zeros(2), -1.0)

@@ -1,0 +1,114 @@
+"""Kernel properties: leapfrog reversibility and volume, reflection, invariance of π_β."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ppl_hais as ph
+from ppl_hais.integrators import leapfrog, reflect
+from ppl_hais.kernels import hais_kernel, random_walk_kernel
+
+
+def _gauss_target(dim=3, scale=(0.5, 1.0, 2.0)):
+    scale = np.asarray(scale, float)
+    return ph.AnnealingTarget(
+        log_density=lambda z: -0.5 * jnp.sum((z / scale) ** 2) + jnp.sum(0.3 * z),
+        initial=ph.Gaussian(np.zeros(dim)),
+    )
+
+
+def test_leapfrog_reversible_and_volume_preserving():
+    t = _gauss_target()
+    beta = 0.7
+    z0, v0 = jnp.array([0.3, -1.2, 2.0]), jnp.array([1.0, 0.5, -0.7])
+
+    def flow(zv):
+        z, v = zv[:3], zv[3:]
+        z1, v1, _ = leapfrog(t.potential_and_grad, z, v, t.potential_and_grad(z), beta, 0.3, 3)
+        return jnp.concatenate([z1, v1])
+
+    zv1 = flow(jnp.concatenate([z0, v0]))
+    back = flow(jnp.concatenate([zv1[:3], -zv1[3:]]))
+    np.testing.assert_allclose(back[:3], z0, atol=1e-12)
+    np.testing.assert_allclose(-back[3:], v0, atol=1e-12)
+    jac = jax.jacfwd(flow)(jnp.concatenate([z0, v0]))
+    assert abs(np.linalg.det(np.asarray(jac)) - 1) < 1e-10
+
+
+def test_leapfrog_energy_error_is_second_order():
+    t = _gauss_target()
+    z0, v0 = jnp.array([0.3, -1.2, 2.0]), jnp.array([1.0, 0.5, -0.7])
+
+    def energy_error(eps):
+        n = int(round(1.0 / eps))
+        p0 = t.potential_and_grad(z0)
+        z1, v1, p1 = leapfrog(t.potential_and_grad, z0, v0, p0, 1.0, eps, n)
+        h = lambda p, v: -p.log_density(1.0) + 0.5 * jnp.sum(v**2)  # noqa: E731
+        return abs(float(h(p1, v1) - h(p0, v0)))
+
+    e1, e2 = energy_error(0.1), energy_error(0.05)
+    assert 3.0 < e1 / e2 < 5.0  # O(ε²): halving ε quarters the error
+
+
+@pytest.mark.parametrize("box", [(0.0, np.inf), (-np.inf, 1.0), (-1.0, 2.0)])
+def test_reflection_is_an_involution_and_stays_inside(box):
+    rng = np.random.default_rng(0)
+    lo, hi = box
+    start = rng.uniform(max(lo, -3), min(hi, 3), size=200)
+    vel = rng.normal(scale=4.0, size=200)
+    b = (np.full(200, lo), np.full(200, hi))
+    z1, v1 = reflect(jnp.asarray(start + vel), jnp.asarray(vel), b)
+    z1, v1 = np.asarray(z1), np.asarray(v1)
+    assert np.all(z1 >= lo) and np.all(z1 <= hi)
+    # reversibility of the free flight with mirrors: flip momentum and fly back
+    z2, v2 = reflect(jnp.asarray(z1 - v1), jnp.asarray(-v1), b)
+    np.testing.assert_allclose(np.asarray(z2), start, atol=1e-9)
+    np.testing.assert_allclose(-np.asarray(v2), vel, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kernel,step", [(hais_kernel(0.5), 0.4), (hais_kernel(1.0), 0.4), (random_walk_kernel(), 0.8)]
+)
+def test_transition_leaves_tempered_gaussian_invariant(key, kernel, step):
+    """Start from exact draws of π_β (a Gaussian), run 20 steps, compare moments (z-tests).
+
+    π_β for a N(0, I) initial and a N(m, diag s²) target is Gaussian with precision
+    (1 − β) + β/s² and mean β m/s² / precision. 20000 particles; 5-sigma bounds.
+    """
+    scale = np.array([0.5, 1.0, 2.0])
+    shift = np.array([1.0, -0.5, 0.3])
+    t = ph.AnnealingTarget(
+        log_density=lambda z: -0.5 * jnp.sum(((z - shift) / scale) ** 2),
+        initial=ph.Gaussian(np.zeros(3)),
+    )
+    beta = 0.6
+    prec = (1 - beta) + beta / scale**2
+    mean = beta * shift / scale**2 / prec
+    sd = 1 / np.sqrt(prec)
+    n = 20000
+    k0, k1, k2 = jax.random.split(key, 3)
+    z = mean + sd * np.asarray(jax.random.normal(k0, (n, 3)))
+    keys = jax.random.split(k1, n)
+    states = jax.vmap(kernel.init, (0, 0, None))(keys, jnp.asarray(z), t)
+    step_fn = jax.jit(
+        lambda ks, s: jax.vmap(kernel.step, (0, 0, None, None, None))(ks, s, t, beta, step)
+    )
+    for i in range(20):
+        ks = ph.random.split_particles(jax.random.fold_in(k2, i), n)
+        states, info = step_fn(ks, states)
+    zf = np.asarray(states.position)
+    assert 0.2 < float(np.mean(info.acceptance_rate)) <= 1.0
+    np.testing.assert_array_less(np.abs(zf.mean(0) - mean), 5 * sd / np.sqrt(n))
+    np.testing.assert_array_less(np.abs(zf.var(0) - sd**2), 5 * sd**2 * np.sqrt(2 / n))
+    if hasattr(states, "momentum"):
+        v = np.asarray(states.momentum)
+        np.testing.assert_array_less(np.abs(v.mean(0)), 5 / np.sqrt(n))
+        np.testing.assert_array_less(np.abs(v.var(0) - 1), 5 * np.sqrt(2 / n))
+
+
+def test_refresh_fraction_matches_seed():
+    # half the momentum power per unit time: (1 - γ)^(1/ε) = 1/2
+    g = float(ph.refresh_fraction(0.5, 0.2))
+    assert abs((1 - g) ** (1 / 0.2) - 0.5) < 1e-12
+    assert float(ph.refresh_fraction(1.0, 0.3)) == 1.0

@@ -1,0 +1,88 @@
+"""AISResult summary, ArviZ output and model comparison."""
+
+import arviz as az
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ppl_hais as ph
+from ppl_hais import examples as ex
+
+
+@pytest.fixture(scope="module")
+def result():
+    import jax
+
+    case = ex.correlated_gaussian(dim=3)
+    return ph.hais(
+        jax.random.key(0), case.target, num_particles=128, num_steps=300, progress_bar=False
+    )
+
+
+def test_summary_and_fields(result):
+    s = result.summary()
+    assert "log Z =" in s and "ESS" in s and "gradients per particle: 300" in s
+    assert result.particles.shape == (128, 3)
+    assert result.log_weights.shape == (128,)
+    assert result.acceptance.shape == result.trace.beta.shape
+    assert result.trace.beta[-1] == 1.0
+    assert 0 < result.ess <= 128
+
+
+def test_to_arviz(result):
+    idata = result.to_arviz()
+    assert idata.posterior["z"].shape == (1, 128, 3)
+    lml = idata.sample_stats["log_marginal_likelihood"]
+    assert lml.dims == ("chain",) and float(lml[0]) == result.log_z
+    assert idata.sample_stats["log_weight"].shape == (1, 128)
+    summary = az.summary(idata)
+    assert len(summary) == 3
+    # resampled posterior matches the weighted mean
+    wmean = np.sum(result.weights[:, None] * result.particles, axis=0)
+    post = idata.posterior["z"].values.reshape(-1, 3).mean(0)
+    np.testing.assert_allclose(
+        post, wmean, atol=4 * result.particles.std(0).max() / np.sqrt(result.ess)
+    )
+
+
+def test_compare_evidence_orders_and_probabilities(result):
+    df = ph.compare_evidence(
+        {"worse": (result.log_z - 2.0, 0.1), "run": result, "idata": result.to_arviz()}
+    )
+    assert list(df.index)[-1] == "worse"
+    assert df["prob"].sum() == pytest.approx(1.0)
+    assert df.loc["worse", "bayes_factor"] == pytest.approx(np.exp(2.0))
+    assert df.loc["worse", "d_log_evidence"] == pytest.approx(2.0)
+    assert df["rank"].tolist() == [0, 1, 2]
+
+
+def test_compare_evidence_prior_probs():
+    df = ph.compare_evidence({"a": (0.0, 0.1), "b": (0.0, 0.1)}, prior_probs={"a": 3, "b": 1})
+    assert df.loc["a", "prob"] == pytest.approx(0.75)
+    with pytest.raises(TypeError, match="cannot read"):
+        ph.compare_evidence({"a": "nonsense"})
+
+
+def test_compare_reads_smc_style_idata():
+    import xarray as xr
+
+    vals = np.empty((2, 3), dtype=object)
+    for c in range(2):
+        for d in range(3):
+            vals[c, d] = np.nan if d < 2 else -10.0 - 0.1 * c
+    idata = az.InferenceData(
+        sample_stats=xr.Dataset({"log_marginal_likelihood": (("chain", "draw"), vals)})
+    )
+    est, se = ph.compare.evidence_of(idata)
+    assert est == pytest.approx(np.log(np.mean(np.exp([-10.0, -10.1]))))
+    assert se > 0
+
+
+def test_gaussian_full_covariance_density():
+    from scipy.stats import multivariate_normal
+
+    L = np.array([[1.0, 0, 0], [0.5, 2.0, 0], [-0.3, 0.2, 0.7]])
+    q = ph.Gaussian(np.array([1.0, 0.0, -1.0]), scale_tril=L)
+    z = np.array([0.3, -0.2, 0.5])
+    exact = multivariate_normal(q.mean, L @ L.T).logpdf(z)
+    assert float(q.log_density(jnp.asarray(z))) == pytest.approx(exact, rel=1e-12)
