@@ -5,6 +5,7 @@ target density over flat vectors) with a transition kernel and returns an :class
 Adapters for NumPyro and PyMC live in :mod:`ppl_hais.adapters`.
 """
 
+from . import plots
 from .compare import compare_evidence
 from .driver import ais, enable_x64, hais
 from .kernels import (

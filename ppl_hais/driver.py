@@ -105,90 +105,88 @@ def anneal(
     ``ref_betas``/``ref_log_step`` give log(step size) as a function of β (linear
     interpolation). With ``adapt_target`` set (the pilot), an offset on log(step size) follows
     the population's mean acceptance; with ``record`` the per-step log(step size) is returned.
-    ``progress`` is ``(run_id, every)`` to report to a progress bar.
+    ``progress`` is a run id for the progress bar, reported once per bin.
+
+    The temperatures are scanned in two levels: an outer scan over bins of equal length and an
+    inner scan over the temperatures of a bin (plus one shorter bin for the remainder), so the
+    per-temperature diagnostics are scalar sums in the carry and memory does not grow with N.
     """
     num_steps = betas.shape[0] - 1
     key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
-    positions = jnp.asarray(
-        target.initial.sample(key_sample, num_particles), jnp.result_type(float)
-    )
+    dtype = jnp.result_type(float)
+    positions = jnp.asarray(target.initial.sample(key_sample, num_particles), dtype)
     init_keys = fast_random.split_particles(key_init, num_particles)
     states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
-    log_w = jnp.zeros(num_particles, dtype=positions.dtype)
     step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None))
 
-    zeros = jnp.zeros(num_bins, dtype=positions.dtype)
-    carry0 = dict(
-        states=states,
-        log_w=log_w,
-        offset=jnp.zeros((), positions.dtype),
-        nonfinite=jnp.zeros((), jnp.int32),
-        acc=zeros,
-        eps=zeros,
-        count=zeros,
-        ess=zeros,
-        log_z=zeros,
-        beta=zeros,
-    )
-
-    def body(carry, xs):
+    def temperature(carry, xs):
         n, beta_prev, beta = xs
-        states = carry["states"]
+        states, log_w, offset, nonfinite, acc_sum, eps_sum = carry
         d_beta = beta - beta_prev
-        increment = jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
-        log_w = carry["log_w"] + increment
-        log_step = jnp.interp(beta, ref_betas, ref_log_step) + carry["offset"]
+        log_w = log_w + jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
+        log_step = jnp.interp(beta, ref_betas, ref_log_step) + offset
         step_size = jnp.exp(log_step)
         keys = fast_random.split_particles(jax.random.fold_in(key_steps, n), num_particles)
         states, info = step_vmap(keys, states, target, beta, step_size)
         mean_acc = jnp.mean(info.acceptance_rate)
-        offset = carry["offset"]
         if adapt_target is not None:
             offset = offset + _ADAPT_RATE * (mean_acc - adapt_target)
-        b = ((n - 1) * num_bins) // num_steps
-        lw_safe = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
-        out = dict(
-            states=states,
-            log_w=log_w,
-            offset=offset,
-            nonfinite=carry["nonfinite"] + jnp.sum(~info.is_finite).astype(jnp.int32),
-            acc=carry["acc"].at[b].add(mean_acc),
-            eps=carry["eps"].at[b].add(step_size),
-            count=carry["count"].at[b].add(1.0),
-            ess=carry["ess"].at[b].set(_ess(lw_safe)),
-            log_z=carry["log_z"].at[b].set(_log_mean_exp(lw_safe)),
-            beta=carry["beta"].at[b].set(beta),
-        )
-        if progress is not None:
-            run_id, every = progress
-            jax.lax.cond(
-                (n % every == 0) | (n == num_steps),
-                lambda: jax.debug.callback(_tick, run_id, n, ordered=False),
-                lambda: None,
-            )
-        return out, (log_step if record else None)
+        nonfinite = nonfinite + jnp.sum(~info.is_finite).astype(jnp.int32)
+        carry = (states, log_w, offset, nonfinite, acc_sum + mean_acc, eps_sum + step_size)
+        return carry, (log_step if record else None)
 
+    def bin_(carry, xs):
+        states, log_w, offset, nonfinite = carry
+        zero = jnp.zeros((), dtype)
+        (states, log_w, offset, nonfinite, acc_sum, eps_sum), log_steps = jax.lax.scan(
+            temperature, (states, log_w, offset, nonfinite, zero, zero), xs
+        )
+        count = xs[0].shape[0]
+        lw = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
+        summary = (acc_sum / count, eps_sum / count, _ess(lw), _log_mean_exp(lw), xs[2][-1])
+        if progress is not None:
+            jax.debug.callback(_tick, progress, xs[0][-1], ordered=False)
+        return (states, log_w, offset, nonfinite), (summary, log_steps)
+
+    per_bin = -(-num_steps // num_bins)
+    num_full = num_steps // per_bin
     xs = (jnp.arange(1, num_steps + 1), betas[:-1], betas[1:])
-    carry, log_steps = jax.lax.scan(body, carry0, xs)
-    count = jnp.maximum(carry["count"], 1.0)
+    head = jax.tree.map(lambda a: a[: num_full * per_bin].reshape(num_full, per_bin), xs)
+    carry = (
+        states,
+        jnp.zeros(num_particles, dtype),
+        jnp.zeros((), dtype),
+        jnp.zeros((), jnp.int32),
+    )
+    carry, (summaries, log_steps) = jax.lax.scan(bin_, carry, head)
+    if record:
+        log_steps = log_steps.reshape(-1)
+    if num_full * per_bin < num_steps:
+        tail = jax.tree.map(lambda a: a[num_full * per_bin :], xs)
+        carry, (last, tail_steps) = bin_(carry, tail)
+        summaries = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), summaries, last)
+        if record:
+            log_steps = jnp.concatenate([log_steps, tail_steps])
+    states, log_w, _, nonfinite = carry
+    acc, eps, ess, log_z, bin_beta = summaries
     return dict(
-        log_weights=carry["log_w"],
-        particles=carry["states"].position,
+        log_weights=log_w,
+        particles=states.position,
         initial_particles=positions,
-        num_nonfinite=carry["nonfinite"],
-        acceptance=carry["acc"] / count,
-        step_size=carry["eps"] / count,
-        ess=carry["ess"],
-        log_z=carry["log_z"],
-        bin_beta=carry["beta"],
-        log_steps=log_steps,
+        num_nonfinite=nonfinite,
+        acceptance=acc,
+        step_size=eps,
+        ess=ess,
+        log_z=log_z,
+        bin_beta=bin_beta,
+        log_steps=log_steps if record else None,
     )
 
 
 @lru_cache(maxsize=32)
 def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, with_progress):
-    def run(rng_key, betas, ref_betas, ref_log_step, run_id, every):
-        progress = (run_id, every) if with_progress else None
+    def run(rng_key, betas, ref_betas, ref_log_step, run_id):
+        progress = run_id if with_progress else None
         return anneal(
             rng_key,
             target,
@@ -231,7 +229,6 @@ def _run(
             jnp.asarray(ref_betas),
             jnp.asarray(ref_log_step),
             run_id,
-            max(1, num_steps // 50),
         )
         jax.block_until_ready(out)
     finally:

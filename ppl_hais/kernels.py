@@ -79,14 +79,6 @@ def _metropolis(log_accept, key):
     return jnp.exp(log_accept), jnp.log(u) < log_accept
 
 
-def _all_finite(potential):
-    ok = jnp.isfinite(potential.log_initial) & jnp.isfinite(potential.log_ratio)
-    if potential.grad_initial is not None:
-        ok &= jnp.all(jnp.isfinite(potential.grad_initial))
-        ok &= jnp.all(jnp.isfinite(potential.grad_ratio))
-    return ok
-
-
 @lru_cache(maxsize=64)
 def hais_kernel(refresh: float = 0.5, num_leapfrog: int = 1) -> TransitionKernel:
     """The HAIS transition of seed 000 §2.3 with persistent, partially refreshed momentum.
@@ -123,8 +115,10 @@ def hais_kernel(refresh: float = 0.5, num_leapfrog: int = 1) -> TransitionKernel
             - potential.log_density(beta)
             + 0.5 * jnp.sum(momentum**2)
         )
-        is_finite = _all_finite(new_potential) & jnp.isfinite(log_accept)
-        prob, accepted = _metropolis(jnp.where(is_finite, log_accept, -jnp.inf), rng_key)
+        # a NaN/inf density or gradient at the proposal makes log_accept non-finite (the
+        # gradient enters the new momentum): such moves are rejected and counted
+        is_finite = jnp.isfinite(log_accept)
+        prob, accepted = _metropolis(log_accept, rng_key)
         pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
         position = pick(new_position, position)
         momentum = pick(new_momentum, -momentum)  # negate on rejection
@@ -160,7 +154,7 @@ def random_walk_kernel() -> TransitionKernel:
         proposal, _ = reflect(position + step_size * noise, noise, target.box)
         new_potential = target.potential(proposal)
         log_accept = new_potential.log_density(beta) - potential.log_density(beta)
-        is_finite = _all_finite(new_potential) & jnp.isfinite(log_accept)
+        is_finite = jnp.isfinite(log_accept)
         prob, accepted = _metropolis(log_accept, rng_key)
         pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
         return (

@@ -4,12 +4,13 @@ On CPU the momentum refresh, not the gradient, dominates a cheap annealing step 
 ``jax.random.normal``: threefry bits and a float64 inverse error function cost several times
 one ``vmap(value_and_grad)`` of a 36-D density (see ``docs/benchmarks.md``). These draws instead
 hash a counter with the two 32-bit words of an ordinary JAX key (three rounds of the
-``lowbias32`` integer mixer) and map 24-bit uniforms through a float32 inverse error function.
+``lowbias32`` integer mixer) and map a sign bit and 23 magnitude bits through a float32 inverse
+error function.
 
 Properties (tested in ``tests/test_random.py``): a fixed key gives identical draws; draws for
 different keys or counters are independent to the precision of the moment, KS and correlation
-tests; normals are exact to float32 resolution, i.e. the tails are cut at |z| ≈ 5.4 (probability
-6.7e-8 per draw), the same as ``jax.random.normal`` in float32.
+tests; every draw is finite; normals are exact to float32 resolution, i.e. the tails are cut at
+|z| ≈ 5.4 (probability 7e-8 per draw).
 """
 
 from __future__ import annotations
@@ -49,24 +50,41 @@ def bits(key, shape, salt: int = 0):
     return _mix32(_mix32(_mix32(counter) ^ k0) ^ k1)
 
 
+def uniform_from_bits(b, dtype=jnp.float32):
+    """(k + ½)·2⁻²³ from the top 23 bits: every value is exact in float32 and lies in (0, 1).
+
+    (With 24 bits the top value 1 − 2⁻²⁵ is not a float32 and rounds to 1.0.)
+    """
+    k = (b >> 9).astype(jnp.float32)
+    return ((k + jnp.float32(0.5)) * jnp.float32(2.0**-23)).astype(dtype)
+
+
+def normal_from_bits(b, dtype=jnp.float32):
+    """sqrt(2)·erfinv(x) with x = ±(m + ½)·2⁻²³ (sign bit and 23 magnitude bits).
+
+    x = (2m + 1)·2⁻²⁴ has at most 24 significant bits, so it is exact in float32 and
+    |x| ≤ 1 − 2⁻²⁴ < 1: the draw is always finite (|z| ≤ 5.4). Computing 2u − 1 from a
+    uniform instead can round to exactly 1 and give erfinv(1) = inf.
+    """
+    m = ((b >> 8) & jnp.uint32(0x7FFFFF)).astype(jnp.float32)
+    x = (m + jnp.float32(0.5)) * jnp.float32(2.0**-23)
+    x = jnp.where((b >> 31) == 1, -x, x)
+    return (jnp.float32(_SQRT2) * jax.scipy.special.erfinv(x)).astype(dtype)
+
+
 def uniform(key, shape=(), salt: int = 1, dtype=jnp.float32):
-    """Uniform draws in the open interval (0, 1) with 24-bit resolution."""
-    u = ((bits(key, shape, salt) >> 8).astype(jnp.float32) + jnp.float32(0.5)) * jnp.float32(
-        2.0**-24
-    )
-    return u.astype(dtype)
+    """Uniform draws in the open interval (0, 1) with 23-bit resolution."""
+    return uniform_from_bits(bits(key, shape, salt), dtype)
 
 
 def normal(key, shape, salt: int = 0, dtype=None):
-    """Standard normal draws: ``sqrt(2) * erfinv(2u - 1)`` in float32, cast to ``dtype``.
+    """Standard normal draws (float32 inverse error function, cast to ``dtype``).
 
     ``salt`` selects an independent stream from the same key (the uniform used for the
     Metropolis test uses another salt than the momentum refresh).
     """
     dtype = jnp.result_type(float) if dtype is None else dtype
-    u = uniform(key, shape, salt)
-    z = jnp.float32(_SQRT2) * jax.scipy.special.erfinv(jnp.float32(2.0) * u - jnp.float32(1.0))
-    return z.astype(dtype)
+    return normal_from_bits(bits(key, shape, salt), dtype)
 
 
 def split_particles(key, num: int):

@@ -1,0 +1,58 @@
+"""Plots of annealing results (matplotlib, imported lazily)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["plot_convergence", "plot_trace"]
+
+
+def plot_convergence(num_steps, results_by_method, truth=None, ax=None, title=None):
+    """log Ẑ ± 2 SE against the number of temperatures, one series per method.
+
+    ``results_by_method`` maps a label to a list of AISResult (one per entry of ``num_steps``,
+    or several per entry as a list of lists: every run is drawn, as in seed 000 Fig. 2–3).
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4.2))
+    markers = ["x", "*", "o", "s", "^"]
+    for i, (label, runs) in enumerate(results_by_method.items()):
+        xs, ys, es = [], [], []
+        for n, rs in zip(num_steps, runs, strict=True):
+            for r in rs if isinstance(rs, list | tuple) else [rs]:
+                xs.append(n)
+                ys.append(r.log_z)
+                es.append(2 * r.log_z_se)
+        ax.errorbar(
+            xs, ys, yerr=es, fmt=markers[i % len(markers)], label=label, alpha=0.8, capsize=2
+        )
+    if truth is not None:
+        ax.axhline(truth, ls="--", color="k", lw=1, label="exact")
+    ax.set_xscale("log")
+    ax.set_xlabel("number of intermediate distributions N")
+    ax.set_ylabel("log Z estimate (± 2 SE)")
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_trace(result, axes=None):
+    """Acceptance rate, step size and weight ESS against β for one run."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(11, 3))
+    t = result.trace
+    axes[0].plot(t.beta, t.acceptance_rate)
+    axes[0].set_ylabel("acceptance rate")
+    axes[1].plot(t.beta, t.step_size)
+    axes[1].set_ylabel("step size")
+    axes[2].plot(t.beta, t.ess / result.num_particles)
+    axes[2].set_ylabel("ESS / particles")
+    for ax in axes:
+        ax.set_xlabel("β")
+    axes[2].set_ylim(0, 1.05)
+    return np.asarray(axes)
