@@ -23,6 +23,7 @@ from .target import AnnealingTarget, Gaussian, Potential
 __version__ = "0.1.0"
 
 __all__ = [
+    "plots",
     "AISResult",
     "AnnealingError",
     "AnnealingTarget",

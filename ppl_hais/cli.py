@@ -43,9 +43,10 @@ def demo(args) -> int:
         )
     total = time.perf_counter() - start
     best = results[-1]
+    err = best.log_z - case.log_z
     print(
         f"\nestimate {best.log_z:.4f} ± {best.log_z_se:.4f}   truth {case.log_z:.4f}   "
-        f"error {best.log_z - case.log_z:+.4f} ({(best.log_z - case.log_z) / best.log_z_se:+.1f} SE)"
+        f"error {err:+.4f} ({err / best.log_z_se:+.1f} SE)"
         f"   wall time {total:.1f} s (compilation included)"
     )
     ax = ph.plots.plot_convergence(
