@@ -81,12 +81,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=5000)
+    ap.add_argument("--particles", default="200,1000")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     rows = []
     for expert in ["laplace", "student"]:
         case = ex.product_of_experts(expert, dim=36)
-        for num_particles in [200, 1000]:
+        for num_particles in [int(p) for p in args.particles.split(",")]:
             g = time_gradient(case.target, num_particles, args.steps)
             timers = {
                 "hais": time_hais(case.target, num_particles, args.steps, ph.hais_kernel(0.5)),
@@ -144,7 +145,8 @@ def main():
         "# Speed of one annealing step against the gradient limit",
         "",
         f"Machine: {machine()}; jax {jax.__version__}; {date}.",
-        f"Command: `python benchmarks/speed.py --rounds {args.rounds} --steps {args.steps}`.",
+        f"Command: `python benchmarks/speed.py --rounds {args.rounds} --steps {args.steps} "
+        f"--particles {args.particles}`.",
         "",
         "Time per step (µs), median of alternating warm rounds inside a jitted `lax.scan` of "
         f"{args.steps} steps; the limit is one `vmap(value_and_grad)` of the same 36-D density on "

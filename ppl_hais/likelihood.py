@@ -73,7 +73,8 @@ def generative_log_likelihood(
     schedule="linear",
     step_size="auto",
     refresh: float = 0.5,
-    target_accept: float = 0.9,
+    kernel=None,
+    target_accept: float | None = None,
     num_pilot_particles: int = 32,
     num_pilot_steps: int = 500,
 ):
@@ -90,6 +91,8 @@ def generative_log_likelihood(
         ``(a, x) -> log p(x | a)`` (normalized in x).
     prior : distribution over a
     data : (num_data, ...) array
+    kernel : TransitionKernel, optional
+        Default: the HAIS kernel with ``refresh``; the AIS baselines can be given instead.
 
     Returns
     -------
@@ -98,7 +101,9 @@ def generative_log_likelihood(
     """
     enable_x64()
     data = jnp.asarray(data)
-    kernel = hais_kernel(float(refresh), 1)
+    kernel = hais_kernel(float(refresh), 1) if kernel is None else kernel
+    if target_accept is None:
+        target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
     betas = make_schedule(schedule, num_steps)
     num_steps = len(betas) - 1
     num_bins = min(50, num_steps)
