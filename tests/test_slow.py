@@ -1,0 +1,45 @@
+"""Long statistical runs: `make test-slow` (pytest -m slow). Not in the default run.
+
+Coverage: over 20 seeds, how often the reported ±2 SE interval covers the exact log Z, and
+that long runs (N = 10⁵) stay unbiased — the run length at which the float32-rounding bug of
+the fast normals froze particles (see tests/test_random.py).
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import ppl_hais as ph
+from ppl_hais import examples as ex
+
+pytestmark = pytest.mark.slow
+
+
+def test_long_run_is_unbiased():
+    case = ex.product_of_experts("laplace", dim=36)
+    errs, ses = [], []
+    for seed in range(3):
+        r = ph.hais(jax.random.key(seed), case.target, num_particles=200, num_steps=100_000,
+                    step_size=0.2, progress_bar=False)
+        errs.append(r.log_z - case.log_z)
+        ses.append(r.log_z_se)
+        assert r.acceptance.mean() > 0.9
+    # the mean of 3 independent errors: SE = sqrt(Σ se²)/3; 4-sigma bound
+    assert abs(np.mean(errs)) < 4 * np.sqrt(np.sum(np.square(ses))) / 3
+
+
+@pytest.mark.parametrize("expert,lam,scale,steps", [
+    ("laplace", None, 1.0, 10_000),
+    ("student", np.linspace(1.0, 3.0, 36), 2.0, 30_000),
+])
+def test_coverage_over_seeds(expert, lam, scale, steps):
+    case = ex.product_of_experts(expert, dim=36, lam=lam, initial_scale=scale)
+    covered = []
+    for seed in range(20):
+        r = ph.hais(jax.random.key(100 + seed), case.target, num_particles=200,
+                    num_steps=steps, progress_bar=False)
+        covered.append(abs(r.log_z - case.log_z) < 2 * r.log_z_se)
+    rate = np.mean(covered)
+    print(f"{expert}: ±2 SE covers the truth in {rate:.0%} of 20 seeds")
+    # nominal 95%; with 20 seeds P(≤ 14 covered | 95%) ≈ 3e-4
+    assert rate >= 0.75
