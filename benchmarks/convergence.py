@@ -42,9 +42,18 @@ def run_poe(expert, grid, seeds, lam=None, initial_scale=1.0):
     for name, (kernel, eps) in KERNELS.items():
         rows = []
         for n in grid:
-            rs = [ph.ais(jax.random.key(1000 * s + n % 997), case.target, kernel,
-                         num_particles=200, num_steps=n, step_size=eps, progress_bar=False)
-                  for s in range(seeds)]
+            rs = [
+                ph.ais(
+                    jax.random.key(1000 * s + n % 997),
+                    case.target,
+                    kernel,
+                    num_particles=200,
+                    num_steps=n,
+                    step_size=eps,
+                    progress_bar=False,
+                )
+                for s in range(seeds)
+            ]
             rows.append(rs)
             print(expert, name, n, [f"{r.log_z - case.log_z:+.3f}" for r in rs], flush=True)
         out[name] = rows
@@ -66,10 +75,21 @@ def run_generative(grid, seeds, num_data=4):
     for name, (kernel, _) in KERNELS.items():
         rows = []
         for n in grid:
-            rs = [_Mean(ph.generative_log_likelihood(
-                jax.random.key(1000 * s + n % 997), m["log_likelihood"], m["prior"], m["data"],
-                num_particles=200, num_steps=n, kernel=kernel, schedule="linear"))
-                for s in range(seeds)]
+            rs = [
+                _Mean(
+                    ph.generative_log_likelihood(
+                        jax.random.key(1000 * s + n % 997),
+                        m["log_likelihood"],
+                        m["prior"],
+                        m["data"],
+                        num_particles=200,
+                        num_steps=n,
+                        kernel=kernel,
+                        schedule="linear",
+                    )
+                )
+                for s in range(seeds)
+            ]
             rows.append(rs)
             print("generative", name, n, [f"{r.log_z - truth:+.3f}" for r in rs], flush=True)
         out[name] = rows
@@ -98,11 +118,17 @@ def main():
     ggrid = [n for n in grid if n <= args.max_steps_generative]
     start = time.perf_counter()
     panels = [
-        ("36-D POE, Student-t experts (λ ∈ [1, 3])", grid,
-         *run_poe("student", grid, args.seeds, lam=np.linspace(1.0, 3.0, 36), initial_scale=2.0)),
+        (
+            "36-D POE, Student-t experts (λ ∈ [1, 3])",
+            grid,
+            *run_poe("student", grid, args.seeds, lam=np.linspace(1.0, 3.0, 36), initial_scale=2.0),
+        ),
         ("36-D POE, Laplace experts", grid, *run_poe("laplace", grid, args.seeds)),
-        ("36-D linear generative, Gaussian prior (σ = 0.1)", ggrid,
-         *run_generative(ggrid, args.seeds)),
+        (
+            "36-D linear generative, Gaussian prior (σ = 0.1)",
+            ggrid,
+            *run_generative(ggrid, args.seeds),
+        ),
     ]
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6))
     lines = [
@@ -122,13 +148,23 @@ def main():
     ]
     for ax, (title, g, truth, out) in zip(axes, panels, strict=True):
         ph.plots.plot_convergence(g, out, truth=truth, ax=ax, title=title)
-        lines += [f"## {title}", "", f"Exact log Z = {truth:.4f}.", "",
-                  "| N | " + " | ".join(out) + " |", "|---|" + "---|" * len(out)]
+        lines += [
+            f"## {title}",
+            "",
+            f"Exact log Z = {truth:.4f}.",
+            "",
+            "| N | " + " | ".join(out) + " |",
+            "|---|" + "---|" * len(out),
+        ]
         errs = {k: rms_error(v, truth) for k, v in out.items()}
         for i, n in enumerate(g):
             lines.append(f"| {n} | " + " | ".join(f"{errs[k][i]:.3f}" for k in out) + " |")
-        lines += ["", "Fewest temperatures reaching an RMS error below a threshold "
-                  "(— : not reached in the grid):", ""]
+        lines += [
+            "",
+            "Fewest temperatures reaching an RMS error below a threshold "
+            "(— : not reached in the grid):",
+            "",
+        ]
         for thr in (1.0, 0.3, 0.1):
             reach = {k: steps_to_reach(g, errs[k], thr) for k in out}
             h = reach["HAIS"]

@@ -99,8 +99,11 @@ def anneal(
     adapt_target=None,
     record=False,
     progress=None,
+    positions=None,
 ):
     """The pure annealing run (jit- and vmap-able); returns a dict of arrays.
+
+    ``positions`` are the P initial particles (drawn from ``target.initial`` here if None).
 
     ``ref_betas``/``ref_log_step`` give log(step size) as a function of β (linear
     interpolation). With ``adapt_target`` set (the pilot), an offset on log(step size) follows
@@ -114,9 +117,12 @@ def anneal(
     num_steps = betas.shape[0] - 1
     key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
     dtype = jnp.result_type(float)
-    positions = jnp.asarray(target.initial.sample(key_sample, num_particles), dtype)
+    if positions is None:
+        positions = target.initial.sample(key_sample, num_particles)
+    positions = jnp.asarray(positions, dtype)
     init_keys = fast_random.split_particles(key_init, num_particles)
     states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
+    carry0_initial = states.potential.log_initial
     step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None))
 
     def temperature(carry, xs):
@@ -169,10 +175,11 @@ def anneal(
             log_steps = jnp.concatenate([log_steps, tail_steps])
     states, log_w, _, nonfinite = carry
     acc, eps, ess, log_z, bin_beta = summaries
+    init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)
     return dict(
         log_weights=log_w,
         particles=states.position,
-        initial_particles=positions,
+        initial_nonfinite=init_nonfinite,
         num_nonfinite=nonfinite,
         acceptance=acc,
         step_size=eps,
@@ -185,7 +192,7 @@ def anneal(
 
 @lru_cache(maxsize=32)
 def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, with_progress):
-    def run(rng_key, betas, ref_betas, ref_log_step, run_id):
+    def run(rng_key, betas, ref_betas, ref_log_step, run_id, positions):
         progress = run_id if with_progress else None
         return anneal(
             rng_key,
@@ -199,9 +206,25 @@ def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, wit
             adapt_target=adapt_target,
             record=record,
             progress=progress,
+            positions=positions,
         )
 
     return jax.jit(run)
+
+
+@lru_cache(maxsize=32)
+def _sampler(target, num):
+    return jax.jit(lambda key: target.initial.sample(key, num))
+
+
+def _check_initial_density(out, num_particles):
+    bad = int(out["initial_nonfinite"])
+    if bad:
+        raise AnnealingError(
+            f"{bad} of {num_particles} draws from the initial distribution have a non-finite "
+            "initial log density (NaN/inf): the initial distribution's log_density must be "
+            "finite wherever it samples (for a model's prior: check its parameters)."
+        )
 
 
 def _run(
@@ -211,8 +234,8 @@ def _run(
     betas,
     ref_betas,
     ref_log_step,
+    positions,
     *,
-    num_particles,
     num_bins,
     adapt_target=None,
     record=False,
@@ -220,6 +243,7 @@ def _run(
     desc="annealing",
 ):
     num_steps = len(betas) - 1
+    num_particles = positions.shape[0]
     fn = _compiled(target, kernel, num_particles, num_bins, adapt_target, record, progress_bar)
     run_id = _open_bar(num_steps, desc) if progress_bar else 0
     try:
@@ -229,11 +253,13 @@ def _run(
             jnp.asarray(ref_betas),
             jnp.asarray(ref_log_step),
             run_id,
+            positions,
         )
         jax.block_until_ready(out)
     finally:
         if progress_bar:
             _close_bar(run_id)
+    _check_initial_density(out, num_particles)
     return out
 
 
@@ -266,10 +292,10 @@ def pilot_step_sizes(
     target,
     kernel,
     betas,
+    positions,
     *,
     initial_step_size,
     target_accept,
-    num_particles=64,
     num_steps=1000,
     progress_bar=False,
 ):
@@ -285,7 +311,7 @@ def pilot_step_sizes(
         pilot_betas,
         np.array([0.0, 1.0]),
         np.full(2, np.log(initial_step_size)),
-        num_particles=num_particles,
+        positions,
         num_bins=1,
         adapt_target=float(target_accept),
         record=True,
@@ -358,8 +384,12 @@ def ais(
     num_bins = int(min(num_bins, num_steps))
     _check_initial(target, rng_key)
     start = time.perf_counter()
-    key_pilot, key_main = jax.random.split(rng_key)
-    if isinstance(step_size, str):
+    key_pilot, key_main, key_sample = jax.random.split(rng_key, 3)
+    auto = isinstance(step_size, str)
+    num_pilot = int(num_pilot_particles) if auto else 0
+    # one draw (one compiled sampler) for the pilot's and the main run's initial particles
+    positions = _sampler(target, num_pilot + num_particles)(key_sample)
+    if auto:
         if step_size != "auto":
             raise ValueError("step_size must be a positive number or 'auto'")
         if target_accept is None:
@@ -369,9 +399,9 @@ def ais(
             target,
             kernel,
             betas,
+            positions[:num_pilot],
             initial_step_size=kernel.default_step_size,
             target_accept=target_accept,
-            num_particles=int(num_pilot_particles),
             num_steps=int(num_pilot_steps),
             progress_bar=progress_bar,
         )
@@ -389,7 +419,7 @@ def ais(
         betas,
         ref_betas,
         ref_log_step,
-        num_particles=num_particles,
+        positions[num_pilot:],
         num_bins=num_bins,
         progress_bar=progress_bar,
         desc=kernel.name,
@@ -411,7 +441,7 @@ def ais(
         target_accept=target_accept,
         gradients_per_particle=num_steps * kernel.gradients_per_step,
         pilot_gradients_per_particle=pilot_gradients,
-        num_pilot_particles=int(num_pilot_particles) if isinstance(step_size, str) else 0,
+        num_pilot_particles=num_pilot,
     )
     return AISResult.from_log_weights(
         np.asarray(out["log_weights"]),

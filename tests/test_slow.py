@@ -19,8 +19,14 @@ def test_long_run_is_unbiased():
     case = ex.product_of_experts("laplace", dim=36)
     errs, ses = [], []
     for seed in range(3):
-        r = ph.hais(jax.random.key(seed), case.target, num_particles=200, num_steps=100_000,
-                    step_size=0.2, progress_bar=False)
+        r = ph.hais(
+            jax.random.key(seed),
+            case.target,
+            num_particles=200,
+            num_steps=100_000,
+            step_size=0.2,
+            progress_bar=False,
+        )
         errs.append(r.log_z - case.log_z)
         ses.append(r.log_z_se)
         assert r.acceptance.mean() > 0.9
@@ -28,16 +34,24 @@ def test_long_run_is_unbiased():
     assert abs(np.mean(errs)) < 4 * np.sqrt(np.sum(np.square(ses))) / 3
 
 
-@pytest.mark.parametrize("expert,lam,scale,steps", [
-    ("laplace", None, 1.0, 10_000),
-    ("student", np.linspace(1.0, 3.0, 36), 2.0, 30_000),
-])
+@pytest.mark.parametrize(
+    "expert,lam,scale,steps",
+    [
+        ("laplace", None, 1.0, 10_000),
+        ("student", np.linspace(1.0, 3.0, 36), 2.0, 30_000),
+    ],
+)
 def test_coverage_over_seeds(expert, lam, scale, steps):
     case = ex.product_of_experts(expert, dim=36, lam=lam, initial_scale=scale)
     covered = []
     for seed in range(20):
-        r = ph.hais(jax.random.key(100 + seed), case.target, num_particles=200,
-                    num_steps=steps, progress_bar=False)
+        r = ph.hais(
+            jax.random.key(100 + seed),
+            case.target,
+            num_particles=200,
+            num_steps=steps,
+            progress_bar=False,
+        )
         covered.append(abs(r.log_z - case.log_z) < 2 * r.log_z_se)
     rate = np.mean(covered)
     print(f"{expert}: ±2 SE covers the truth in {rate:.0%} of 20 seeds")

@@ -1,0 +1,322 @@
+"""NumPyro adapter against closed-form evidence (shared/cases), posterior moments, refusals.
+
+Tolerance |log Ẑ − log Z| < 4·SE (see test_estimators.py for the rationale).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import betaln, gammaln
+from scipy.stats import multivariate_normal
+
+numpyro = pytest.importorskip("numpyro")
+import numpyro.distributions as dist  # noqa: E402
+from numpyro import handlers  # noqa: E402
+from ppl_hais.adapters import numpyro as phn  # noqa: E402
+
+import ppl_hais as ph  # noqa: E402
+
+TOL = 4.0
+
+
+def evidence(model, *args, key=0, **kwargs):
+    opts = dict(num_particles=256, num_steps=1000, progress_bar=False)
+    opts.update(kwargs.pop("opts", {}))
+    h = phn.HAIS(model, **opts)
+    h.run(jax.random.key(key), *args, **kwargs)
+    return h
+
+
+def check(h, exact):
+    err = h.log_evidence - exact
+    assert abs(err) < TOL * h.log_evidence_se, (
+        f"{h.log_evidence:.4f} ± {h.log_evidence_se:.4f} vs exact {exact:.4f}"
+    )
+
+
+# --------------------------------------------------------------------------- closed forms
+
+
+def normal_normal(y=None):
+    mu = numpyro.sample("mu", dist.Normal(0.5, 2.0).expand([y.shape[1]]).to_event(1))
+    with numpyro.plate("n", y.shape[0]):
+        numpyro.sample("y", dist.Normal(mu, 1.0).to_event(1), obs=y)
+
+
+@pytest.mark.parametrize("dim", [1, 10])
+def test_normal_normal(dim):
+    y = np.random.default_rng(dim).normal(1.0, 1.0, size=(15, dim))
+    cov = np.eye(15) + 4.0 * np.ones((15, 15))
+    exact = sum(multivariate_normal(np.full(15, 0.5), cov).logpdf(y[:, j]) for j in range(dim))
+    h = evidence(normal_normal, y=jnp.asarray(y))
+    check(h, exact)
+    # posterior moments: precision 1/4 + 15, mean (0.5/4 + Σy) / precision
+    prec = 0.25 + 15
+    mean = (0.5 / 4 + y.sum(0)) / prec
+    s = h.get_samples()["mu"]
+    ess = h.results[0].ess
+    np.testing.assert_array_less(np.abs(s.mean(0) - mean), 5 / np.sqrt(prec * ess))
+    np.testing.assert_array_less(np.abs(s.var(0) * prec - 1), 5 * np.sqrt(2 / ess))
+
+
+def blr(X, y=None):
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+    numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+
+
+def test_bayesian_linear_regression_20d():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 20))
+    y = X @ rng.normal(size=20) + rng.normal(size=50)
+    exact = multivariate_normal(np.zeros(50), np.eye(50) + X @ X.T).logpdf(y)
+    h = evidence(
+        blr, jnp.asarray(X), y=jnp.asarray(y), opts=dict(num_particles=512, num_steps=3000)
+    )
+    check(h, exact)
+    post_cov = np.linalg.inv(np.eye(20) + X.T @ X)
+    post_mean = post_cov @ X.T @ y
+    s = h.get_samples()["w"]
+    sd = np.sqrt(np.diag(post_cov))
+    np.testing.assert_array_less(np.abs(s.mean(0) - post_mean) / sd, 5 / np.sqrt(h.results[0].ess))
+
+
+def test_beta_binomial():
+    def model(n, k=None):
+        p = numpyro.sample("p", dist.Beta(2.0, 3.0))
+        numpyro.sample("k", dist.Binomial(n, p), obs=k)
+
+    n, k = 40, 13
+    exact = (
+        gammaln(n + 1)
+        - gammaln(k + 1)
+        - gammaln(n - k + 1)
+        + betaln(k + 2, n - k + 3)
+        - betaln(2, 3)
+    )
+    check(evidence(model, n, k=k), exact)
+
+
+def test_gamma_poisson():
+    def model(y=None):
+        lam = numpyro.sample("lam", dist.Gamma(2.0, 0.5))
+        with numpyro.plate("n", y.shape[0]):
+            numpyro.sample("y", dist.Poisson(lam), obs=y)
+
+    y = np.random.default_rng(1).poisson(3.0, size=25)
+    a, b, n, s = 2.0, 0.5, y.size, y.sum()
+    exact = (
+        a * np.log(b) - gammaln(a) + gammaln(a + s) - (a + s) * np.log(b + n) - gammaln(y + 1).sum()
+    )
+    check(evidence(model, y=jnp.asarray(y)), exact)
+
+
+def test_normal_inverse_gamma():
+    def model(y=None):
+        s2 = numpyro.sample("sigma2", dist.InverseGamma(3.0, 2.0))
+        mu = numpyro.sample("mu", dist.Normal(0.5, jnp.sqrt(s2 / 2.0)))
+        with numpyro.plate("n", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, jnp.sqrt(s2)), obs=y)
+
+    y = np.random.default_rng(0).normal(1.0, 1.5, size=30)
+    n, k0, a0, b0, m0, ybar = 30, 2.0, 3.0, 2.0, 0.5, y.mean()
+    kn, an = k0 + n, a0 + n / 2
+    bn = b0 + 0.5 * np.sum((y - ybar) ** 2) + k0 * n * (ybar - m0) ** 2 / (2 * kn)
+    exact = (
+        gammaln(an)
+        - gammaln(a0)
+        + a0 * np.log(b0)
+        - an * np.log(bn)
+        + 0.5 * np.log(k0 / kn)
+        - n / 2 * np.log(2 * np.pi)
+    )
+    h = evidence(model, y=jnp.asarray(y))
+    check(h, exact)
+    # posterior mean of σ² = b_n / (a_n − 1)
+    s2 = h.get_samples()["sigma2"]
+    sd = np.sqrt(bn**2 / ((an - 1) ** 2 * (an - 2)))
+    assert abs(s2.mean() - bn / (an - 1)) < 5 * sd / np.sqrt(h.results[0].ess)
+
+
+def test_dirichlet_multinomial():
+    alpha = np.array([1.0, 2.0, 0.5, 3.0])
+    counts = np.array([5, 12, 1, 20])
+
+    def model(total, c=None):
+        p = numpyro.sample("p", dist.Dirichlet(alpha))
+        numpyro.sample("c", dist.Multinomial(total, p), obs=c)
+
+    n = counts.sum()
+    exact = (
+        gammaln(n + 1)
+        - gammaln(counts + 1).sum()
+        + gammaln(alpha.sum())
+        - gammaln(n + alpha.sum())
+        + np.sum(gammaln(counts + alpha) - gammaln(alpha))
+    )
+    h = evidence(model, int(counts.sum()), c=jnp.asarray(counts))
+    check(h, exact)
+    assert h.get_samples()["p"].shape[-1] == 4
+
+
+def test_factor_counts_as_likelihood_and_deterministics():
+    def model():
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        numpyro.deterministic("mu2", 2 * mu)
+        numpyro.factor("f", -0.5 * (mu - 1.0) ** 2)
+
+    # ∫ N(μ; 0, 1) exp(−(μ − 1)²/2) dμ = exp(−1/4) / √2
+    h = evidence(model)
+    check(h, -0.25 - 0.5 * np.log(2))
+    s = h.get_samples()
+    np.testing.assert_allclose(s["mu2"], 2 * s["mu"])
+
+
+def test_laplace_and_guide_initials():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 5))
+    y = X @ rng.normal(size=5) + rng.normal(size=40)
+    exact = multivariate_normal(np.zeros(40), np.eye(40) + X @ X.T).logpdf(y)
+    h = evidence(blr, jnp.asarray(X), y=jnp.asarray(y), opts=dict(initial="laplace", num_steps=300))
+    check(h, exact)
+    assert h.log_evidence_se < 0.02  # the fitted start makes a short path accurate
+
+    from numpyro.infer import SVI, Trace_ELBO, autoguide
+
+    for guide_cls in (autoguide.AutoNormal, autoguide.AutoMultivariateNormal):
+        guide = guide_cls(blr)
+        svi = SVI(blr, guide, numpyro.optim.Adam(0.05), Trace_ELBO())
+        res = svi.run(jax.random.key(0), 1500, jnp.asarray(X), y=jnp.asarray(y), progress_bar=False)
+        h = evidence(
+            blr,
+            jnp.asarray(X),
+            y=jnp.asarray(y),
+            opts=dict(initial=(guide, res.params), num_steps=300),
+        )
+        check(h, exact)
+
+
+def test_chains_and_arviz():
+    import arviz as az
+
+    y = np.random.default_rng(5).normal(size=(10, 2))
+    h = evidence(
+        normal_normal, y=jnp.asarray(y), opts=dict(num_chains=2, num_particles=64, num_steps=200)
+    )
+    idata = h.to_arviz()
+    assert idata.posterior["mu"].shape == (2, 64, 2)
+    assert idata.log_likelihood["y"].shape[:2] == (2, 64)
+    assert idata.observed_data["y"].shape == (10, 2)
+    assert idata.sample_stats["log_marginal_likelihood"].shape == (2,)
+    az.summary(idata)
+    az.loo(idata)
+    az.plot_trace(idata)
+    az.plot_posterior(idata)
+    assert h.get_samples(group_by_chain=True)["mu"].shape == (2, 64, 2)
+    ev, se = ph.compare.evidence_of(idata)
+    assert ev == pytest.approx(h.log_evidence) and se == pytest.approx(h.log_evidence_se)
+
+
+def test_model_comparison_picks_true_regression():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 4))
+    y = 1.5 * X[:, 0] - 1.0 * X[:, 1] + rng.normal(size=60)  # uses the first two columns
+    runs = {
+        f"{k} predictors": evidence(blr, jnp.asarray(X[:, :k]), y=jnp.asarray(y)) for k in (1, 2, 4)
+    }
+    table = ph.compare_evidence(runs)
+    assert table.index[0] == "2 predictors"
+    for k in (1, 2, 4):  # each against its own closed form
+        Xk = X[:, :k]
+        check(
+            runs[f"{k} predictors"],
+            multivariate_normal(np.zeros(60), np.eye(60) + Xk @ Xk.T).logpdf(y),
+        )
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def _run(model, *args, **kwargs):
+    phn.HAIS(model, num_particles=8, num_steps=10, progress_bar=False).run(
+        jax.random.key(0), *args, **kwargs
+    )
+
+
+def test_refuses_discrete_latent():
+    def model(y=None):
+        k = numpyro.sample("k", dist.Bernoulli(0.5))
+        numpyro.sample("y", dist.Normal(k, 1.0), obs=y)
+
+    with pytest.raises(ValueError, match="latent site 'k' is discrete"):
+        _run(model, y=0.3)
+
+
+def test_refuses_improper_prior_without_initial():
+    def model(y=None):
+        mu = numpyro.sample("mu", dist.ImproperUniform(dist.constraints.real, (), ()))
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    with pytest.raises(ValueError, match="improper prior.*initial='laplace'"):
+        _run(model, y=jnp.array([0.1, 0.4]))
+    # with a Gaussian start the evidence exists: ∫ Π N(y_i; μ, 1) dμ
+    y = np.array([0.1, 0.4, -0.3])
+    exact = -0.5 * np.sum((y - y.mean()) ** 2) - 1.0 * np.log(2 * np.pi) - 0.5 * np.log(3)
+    h = evidence(model, y=jnp.asarray(y), opts=dict(initial="laplace"))
+    check(h, exact)
+
+
+def test_refuses_model_without_likelihood():
+    def model():
+        numpyro.sample("mu", dist.Normal(0.0, 1.0))
+
+    with pytest.raises(ValueError, match="neither an observed site"):
+        _run(model)
+
+
+def test_refuses_nan_density():
+    def model(y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    with pytest.raises(ValueError, match="observed site 'y' has 1 NaN/inf value"):
+        _run(model, y=jnp.array([0.1, jnp.nan]))
+
+
+def test_refuses_param_subsample_and_masked_latent():
+    def with_param(y=None):
+        s = numpyro.param("s", 1.0)
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        numpyro.sample("y", dist.Normal(mu, s), obs=y)
+
+    with pytest.raises(ValueError, match="'s' is a numpyro.param"):
+        _run(with_param, y=0.1)
+
+    def subsampled(y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        with numpyro.plate("n", 10, subsample_size=5):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y[:5])
+
+    with pytest.raises(ValueError, match="subsample_size=5 < size=10"):
+        _run(subsampled, y=jnp.zeros(10))
+
+    def masked(y=None):
+        with handlers.mask(mask=False):
+            mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    with pytest.raises(ValueError, match="latent site 'mu' is masked"):
+        _run(masked, y=0.1)
+
+
+def test_masked_observations_are_supported():
+    def model(y=None, m=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
+        with numpyro.plate("n", y.shape[0]), handlers.mask(mask=m):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    y = np.array([0.3, 100.0, -0.4, 1.0])
+    m = np.array([True, False, True, True])
+    yk = y[m]
+    exact = multivariate_normal(np.zeros(3), np.eye(3) + 4 * np.ones((3, 3))).logpdf(yk)
+    check(evidence(model, y=jnp.asarray(y), m=jnp.asarray(m)), exact)
