@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[numpyro,test,bench]"
+	$(PY) -m pip install -q -e ".[numpyro,pymc,test,bench]"
 	touch $(STAMP)
 
 demo: $(STAMP)

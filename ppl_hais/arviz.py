@@ -47,6 +47,7 @@ def from_ais(
     *,
     log_likelihood: Mapping[str, np.ndarray] | None = None,
     observed_data: Mapping[str, np.ndarray] | None = None,
+    constant_data: Mapping[str, np.ndarray] | None = None,
     coords: Mapping | None = None,
     dims: Mapping | None = None,
     attrs: Mapping | None = None,

@@ -214,6 +214,10 @@ def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, wit
 
 @lru_cache(maxsize=32)
 def _sampler(target, num):
+    """Initial draws, compiled once per (target, num); an initial distribution with
+    ``jittable = False`` (e.g. one that samples through a PPL on the host) is called as is."""
+    if not getattr(target.initial, "jittable", True):
+        return lambda key: jnp.asarray(target.initial.sample(key, num))
     return jax.jit(lambda key: target.initial.sample(key, num))
 
 

@@ -1,0 +1,281 @@
+"""PyMC adapter: ``sample_hais()``, a drop-in for ``pm.sample_smc`` with an error bar.
+
+>>> import numpy as np, pymc as pm
+>>> from ppl_hais.adapters import pymc as php
+>>> with pm.Model() as model:
+...     mu = pm.Normal("mu", 0.0, 2.0)
+...     y = pm.Normal("y", mu, 1.0, observed=np.array([0.3, -0.5, 1.1]))
+...     idata = php.sample_hais(draws=128, num_steps=300, random_seed=0, progressbar=False)
+>>> round(float(idata.sample_stats["log_marginal_likelihood"][0]), 1)   # exact: -4.69
+-4.7
+
+The model is split as ``pm.sample_smc`` tempers it: the initial distribution is the prior over
+the transformed (unconstrained) value variables, ``model.varlogp`` (Jacobians included); the
+likelihood is ``model.datalogp`` (observed variables **and Potentials**: a Potential has no
+prior to draw from, so it is annealed). Both are compiled to JAX with PyMC's own
+``get_jaxified_graph`` and annealed by the ppl_hais core.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pymc as pm
+from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
+from pymc.initial_point import make_initial_point_expression
+from pymc.sampling.jax import get_jaxified_graph
+from pymc.util import get_default_varnames
+
+import ppl_hais as ph
+from ppl_hais.arviz import from_ais
+
+__all__ = ["sample_hais", "PyMCTarget"]
+
+
+class PyMCTarget:
+    """A PyMC model as flat log prior / log likelihood over its transformed value variables."""
+
+    def __init__(self, model):
+        self.model = model
+        self._check()
+        point = model.initial_point()
+        self.value_vars = list(model.value_vars)
+        self.names = [v.name for v in self.value_vars]
+        self.shapes = [np.shape(point[n]) for n in self.names]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+        self.dim = int(sum(self.sizes))
+        self._logp = get_jaxified_graph(
+            inputs=self.value_vars, outputs=[model.varlogp, model.datalogp]
+        )
+        self._outputs = list(
+            get_default_varnames(model.unobserved_value_vars, include_transformed=False)
+        )
+        self._constrain = get_jaxified_graph(inputs=self.value_vars, outputs=self._outputs)
+
+    def _check(self):
+        m = self.model
+        if m.discrete_value_vars:
+            names = [v.name for v in m.discrete_value_vars]
+            raise ValueError(
+                f"discrete free variable(s) {names}: HAIS needs continuous latent variables. "
+                "Marginalize them out (e.g. pm.Mixture, pymc_extras' marginalize) or observe them."
+            )
+        improper = [
+            rv.name
+            for rv in m.free_RVs
+            if type(rv.owner.op).__name__ in ("FlatRV", "HalfFlatRV", "Flat", "HalfFlat")
+        ]
+        self.improper = improper
+        if not m.observed_RVs and not m.potentials:
+            raise ValueError(
+                "the model has neither observed variables nor Potentials: there is no "
+                "likelihood, so the evidence is 1. Add observed=... data."
+            )
+        if not m.free_RVs:
+            raise ValueError("the model has no free random variable to integrate over")
+        for name, data in find_observations(m).items():
+            bad = int(np.sum(~np.isfinite(np.asarray(data, dtype=float))))
+            if bad:
+                raise ValueError(f"observed variable '{name}' has {bad} NaN/inf value(s)")
+
+    # -- flat vectors
+    def unravel(self, z):
+        out, i = [], 0
+        for shape, size in zip(self.shapes, self.sizes, strict=True):
+            out.append(jnp.reshape(z[i : i + size], shape))
+            i += size
+        return out
+
+    def ravel(self, values):
+        return np.concatenate([np.reshape(v, (np.shape(v)[0], -1)) for v in values], axis=1)
+
+    def log_parts(self, z):
+        prior, lik = self._logp(*self.unravel(z))
+        return prior, lik
+
+    def log_prior(self, z):
+        return self.log_parts(z)[0]
+
+    def log_likelihood(self, z):
+        return self.log_parts(z)[1]
+
+    def log_joint(self, z):
+        prior, lik = self.log_parts(z)
+        return prior + lik
+
+    def sample_prior(self, num, seed):
+        """Exact prior draws in the transformed space, as pm.sample_smc draws its population."""
+        if self.improper:
+            raise ValueError(
+                f"variable(s) {self.improper} have an improper prior (pm.Flat/pm.HalfFlat) that "
+                "cannot be sampled: pass initial='laplace' or initial=ph.Gaussian(mean, scale) "
+                f"over the {self.dim} transformed coordinates."
+            )
+        expr = make_initial_point_expression(
+            free_rvs=self.model.free_RVs,
+            rvs_to_transforms=self.model.rvs_to_transforms,
+            initval_strategies={},
+            default_strategy="prior",
+            return_transformed=True,
+        )
+        draws = pm.draw(expr, draws=num, random_seed=seed)
+        if num == 1 or len(expr) == 1:
+            draws = [
+                np.asarray(d).reshape((num,) + s)
+                for d, s in zip(draws if len(expr) > 1 else [draws], self.shapes, strict=True)
+            ]
+        # make_initial_point_expression follows free_RVs order = value_vars order
+        return self.ravel(draws)
+
+    def constrain(self, z):
+        return self._constrain(*self.unravel(z))
+
+
+class _HostPrior:
+    """The prior as an initial distribution: exact draws by PyMC on the host, density in JAX."""
+
+    jittable = False  # pm.draw runs compiled PyTensor code, not JAX: the core calls it as is
+
+    def __init__(self, target: PyMCTarget):
+        self.target = target
+        self.dim = target.dim
+
+    def sample(self, rng_key, num):
+        seed = int(jax.random.randint(rng_key, (), 0, 2**31 - 1))
+        return jnp.asarray(self.target.sample_prior(num, seed))
+
+    def log_density(self, z):
+        return self.target.log_prior(z)
+
+
+def _initial(target, initial, seed):
+    if isinstance(initial, str):
+        if initial == "prior":
+            return "prior"
+        if initial == "laplace":
+            return _laplace(target, seed)
+        raise ValueError(f"unknown initial {initial!r}: use 'prior', 'laplace' or a ph.Gaussian")
+    if getattr(initial, "dim", target.dim) != target.dim:
+        raise ValueError(
+            f"the initial distribution has dimension {initial.dim}; the model has "
+            f"{target.dim} transformed coordinates"
+        )
+    return initial
+
+
+def _laplace(target: PyMCTarget, seed, scale_inflation=1.2):
+    from jax.scipy.optimize import minimize
+
+    neg = jax.jit(lambda z: -target.log_joint(z))
+    starts = [jnp.zeros(target.dim)]
+    if not target.improper:
+        starts += list(jnp.asarray(target.sample_prior(3, seed)))
+    best, best_val = None, np.inf
+    for z0 in starts:
+        res = minimize(neg, jnp.asarray(z0, float), method="BFGS", options=dict(maxiter=500))
+        val = float(neg(res.x))
+        if np.isfinite(val) and val < best_val:
+            best, best_val = res.x, val
+    if best is None:
+        raise ValueError("the Laplace fit found no finite posterior mode: give initial= explicitly")
+    hess = np.asarray(jax.hessian(neg)(best))
+    try:
+        tril = np.linalg.cholesky(np.linalg.inv(0.5 * (hess + hess.T))) * scale_inflation
+    except np.linalg.LinAlgError as err:
+        raise ValueError(
+            "the Hessian at the posterior mode is not positive definite: the "
+            "Laplace approximation fails; give initial= explicitly"
+        ) from err
+    return ph.Gaussian(np.asarray(best), scale_tril=tril)
+
+
+def sample_hais(
+    draws: int = 1000,
+    num_steps: int = 1000,
+    *,
+    chains: int = 1,
+    random_seed=None,
+    model=None,
+    progressbar: bool = True,
+    schedule="sigmoid",
+    step_size="auto",
+    refresh: float = 0.5,
+    initial="prior",
+    idata_kwargs: dict | None = None,
+):
+    """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
+
+    Parameters
+    ----------
+    draws : int
+        Particles per chain (as in ``pm.sample_smc``); the posterior has ``draws`` resampled
+        draws per chain.
+    num_steps : int
+        Number of temperatures.
+    chains : int
+        Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``).
+    random_seed : int, optional
+    model : pm.Model, optional
+        Default: the model from the ``with`` context.
+    progressbar : bool
+    schedule, step_size, refresh
+        As in :func:`ppl_hais.hais` (sigmoid schedule; step size tuned by a discarded pilot).
+    initial : "prior", "laplace" or ph.Gaussian
+        Start from the prior (default; needs proper priors), from a Gaussian fitted at the
+        posterior mode, or from a given Gaussian over the transformed coordinates.
+    idata_kwargs : dict, optional
+        ``{"log_likelihood": True}`` adds the pointwise log likelihood (for ``az.loo``).
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior`` (constrained variables and deterministics, model coords/dims),
+        ``sample_stats`` with ``log_marginal_likelihood`` and its standard error
+        ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
+        array per stage instead), ``observed_data``, ``constant_data``.
+    """
+    model = pm.modelcontext(model)
+    ph.enable_x64()
+    seed = np.random.default_rng(random_seed).integers(2**31 - 1)
+    target = PyMCTarget(model)
+    init = _initial(target, initial, int(seed))
+    if isinstance(init, str):  # the prior: draw it on the host once per chain
+        core_target = ph.AnnealingTarget(
+            initial=_HostPrior(target), log_likelihood=target.log_likelihood
+        )
+    else:
+        core_target = ph.AnnealingTarget(initial=init, log_density=target.log_joint)
+    keys = jax.random.split(jax.random.key(int(seed)), chains)
+    results = [
+        ph.hais(
+            k,
+            core_target,
+            num_particles=draws,
+            num_steps=num_steps,
+            schedule=schedule,
+            step_size=step_size,
+            refresh=refresh,
+            progress_bar=progressbar,
+        )
+        for k in keys
+    ]
+    zs = np.stack([r.particles[r.resample(c)] for c, r in enumerate(results)])
+    values = jax.jit(jax.vmap(target.constrain))(jnp.asarray(zs.reshape(-1, target.dim)))
+    posterior = {
+        v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
+        for v, val in zip(target._outputs, values, strict=True)
+    }
+    coords, dims = coords_and_dims_for_inferencedata(model)
+    idata = from_ais(
+        results,
+        posterior,
+        observed_data=find_observations(model),
+        constant_data=find_constants(model),
+        coords=coords,
+        dims=dims,
+        attrs={"inference_library": "ppl_hais (pymc)"},
+    )
+    if (idata_kwargs or {}).get("log_likelihood", False):
+        pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    return idata

@@ -1,0 +1,209 @@
+"""PyMC adapter against closed-form evidence (shared/cases), NumPyro agreement, refusals.
+
+Tolerance |log Ẑ − log Z| < 4·SE (see test_estimators.py).
+"""
+
+import numpy as np
+import pytest
+from scipy.special import betaln, gammaln
+from scipy.stats import multivariate_normal
+
+pm = pytest.importorskip("pymc")
+
+from ppl_hais.adapters import pymc as php  # noqa: E402
+
+import ppl_hais as ph  # noqa: E402
+
+TOL = 4.0
+
+
+def evidence(model, **kwargs):
+    opts = dict(draws=256, num_steps=1000, random_seed=1, progressbar=False)
+    opts.update(kwargs)
+    with model:
+        idata = php.sample_hais(**opts)
+    return idata, *ph.compare.evidence_of(idata)
+
+
+def check(est, se, exact):
+    assert abs(est - exact) < TOL * se, f"{est:.4f} ± {se:.4f} vs exact {exact:.4f}"
+
+
+def test_normal_normal_10d_posterior_and_coords():
+    y = np.random.default_rng(10).normal(1.0, 1.0, size=(15, 10))
+    with pm.Model(coords={"dim": np.arange(10)}) as model:
+        mu = pm.Normal("mu", 0.5, 2.0, dims="dim")
+        pm.Normal("y", mu, 1.0, observed=y)
+    idata, est, se = evidence(model)
+    cov = np.eye(15) + 4.0 * np.ones((15, 15))
+    check(
+        est, se, sum(multivariate_normal(np.full(15, 0.5), cov).logpdf(y[:, j]) for j in range(10))
+    )
+    post = idata.posterior["mu"]
+    assert post.dims == ("chain", "draw", "dim") and post.shape == (1, 256, 10)
+    prec = 0.25 + 15
+    ess = float(idata.sample_stats["importance_ess"][0])
+    np.testing.assert_array_less(
+        np.abs(post.values.reshape(-1, 10).mean(0) - (0.125 + y.sum(0)) / prec),
+        5 / np.sqrt(prec * ess),
+    )
+    assert "y" in idata.observed_data
+
+
+def test_bayesian_linear_regression_20d():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 20))
+    y = X @ rng.normal(size=20) + rng.normal(size=50)
+    with pm.Model() as model:
+        w = pm.Normal("w", 0.0, 1.0, shape=20)
+        pm.Normal("y", pm.math.dot(X, w), 1.0, observed=y)
+    _, est, se = evidence(model, draws=512, num_steps=3000)
+    check(est, se, multivariate_normal(np.zeros(50), np.eye(50) + X @ X.T).logpdf(y))
+
+
+def test_beta_binomial_and_gamma_poisson():
+    with pm.Model() as bb:
+        p = pm.Beta("p", 2.0, 3.0)
+        pm.Binomial("k", n=40, p=p, observed=13)
+    _, est, se = evidence(bb)
+    check(est, se, gammaln(41) - gammaln(14) - gammaln(28) + betaln(15, 30) - betaln(2, 3))
+
+    y = np.random.default_rng(1).poisson(3.0, size=25)
+    with pm.Model() as gp:
+        lam = pm.Gamma("lam", alpha=2.0, beta=0.5)
+        pm.Poisson("y", lam, observed=y)
+    _, est, se = evidence(gp)
+    a, b, n, s = 2.0, 0.5, y.size, y.sum()
+    check(
+        est,
+        se,
+        a * np.log(b)
+        - gammaln(a)
+        + gammaln(a + s)
+        - (a + s) * np.log(b + n)
+        - gammaln(y + 1).sum(),
+    )
+
+
+def nig_data():
+    return np.random.default_rng(0).normal(1.0, 1.5, size=30)
+
+
+def nig_exact(y):
+    n, k0, a0, b0, m0, ybar = y.size, 2.0, 3.0, 2.0, 0.5, y.mean()
+    kn, an = k0 + n, a0 + n / 2
+    bn = b0 + 0.5 * np.sum((y - ybar) ** 2) + k0 * n * (ybar - m0) ** 2 / (2 * kn)
+    return (
+        gammaln(an)
+        - gammaln(a0)
+        + a0 * np.log(b0)
+        - an * np.log(bn)
+        + 0.5 * np.log(k0 / kn)
+        - n / 2 * np.log(2 * np.pi)
+    )
+
+
+def test_normal_inverse_gamma_agrees_with_numpyro_and_closed_form():
+    y = nig_data()
+    with pm.Model() as model:
+        s2 = pm.InverseGamma("sigma2", 3.0, 2.0)
+        mu = pm.Normal("mu", 0.5, pm.math.sqrt(s2 / 2.0))
+        pm.Deterministic("sd", pm.math.sqrt(s2))
+        pm.Normal("y", mu, pm.math.sqrt(s2), observed=y)
+    idata, est, se = evidence(model, chains=2, idata_kwargs={"log_likelihood": True})
+    check(est, se, nig_exact(y))
+    assert set(idata.posterior.data_vars) == {"sigma2", "mu", "sd"}
+    assert idata.log_likelihood["y"].shape == (2, 256, 30)
+
+    numpyro = pytest.importorskip("numpyro")
+    import jax
+    import jax.numpy as jnp
+    import numpyro.distributions as dist
+    from ppl_hais.adapters import numpyro as phn
+
+    def np_model(y=None):
+        s2 = numpyro.sample("sigma2", dist.InverseGamma(3.0, 2.0))
+        mu = numpyro.sample("mu", dist.Normal(0.5, jnp.sqrt(s2 / 2.0)))
+        with numpyro.plate("n", y.shape[0]):
+            numpyro.sample("y", dist.Normal(mu, jnp.sqrt(s2)), obs=y)
+
+    h = phn.HAIS(np_model, num_particles=256, num_steps=1000, progress_bar=False)
+    h.run(jax.random.key(3), y=jnp.asarray(y))
+    diff = h.log_evidence - est
+    assert abs(diff) < TOL * np.hypot(h.log_evidence_se, se)
+
+
+def test_dirichlet_multinomial_and_laplace_start():
+    alpha = np.array([1.0, 2.0, 0.5, 3.0])
+    counts = np.array([5, 12, 1, 20])
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", a=alpha)
+        pm.Multinomial("c", n=int(counts.sum()), p=p, observed=counts)
+    n = counts.sum()
+    exact = (
+        gammaln(n + 1)
+        - gammaln(counts + 1).sum()
+        + gammaln(alpha.sum())
+        - gammaln(n + alpha.sum())
+        + np.sum(gammaln(counts + alpha) - gammaln(alpha))
+    )
+    _, est, se = evidence(model)
+    check(est, se, exact)
+    _, est, se = evidence(model, initial="laplace", num_steps=300)
+    check(est, se, exact)
+
+
+def test_potential_counts_as_likelihood():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Potential("f", -0.5 * (mu - 1.0) ** 2)
+    _, est, se = evidence(model)
+    check(est, se, -0.25 - 0.5 * np.log(2))
+
+
+def test_comparison_against_smc_table():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 3))
+    y = 1.5 * X[:, 0] - 1.0 * X[:, 1] + rng.normal(size=60)
+    runs = {}
+    for k in (1, 2, 3):
+        with pm.Model() as m:
+            w = pm.Normal("w", 0.0, 1.0, shape=k)
+            pm.Normal("y", pm.math.dot(X[:, :k], w), 1.0, observed=y)
+        runs[f"{k} predictors"], est, se = evidence(m, num_steps=500)
+        check(
+            est, se, multivariate_normal(np.zeros(60), np.eye(60) + X[:, :k] @ X[:, :k].T).logpdf(y)
+        )
+    table = ph.compare_evidence(runs)
+    assert table.index[0] == "2 predictors"
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+def test_refusals():
+    with pm.Model() as discrete:
+        k = pm.Bernoulli("k", 0.5)
+        pm.Normal("y", k, 1.0, observed=0.3)
+    with pytest.raises(ValueError, match=r"discrete free variable\(s\) \['k'\]"):
+        evidence(discrete)
+
+    with pm.Model() as flat:
+        mu = pm.Flat("mu")
+        pm.Normal("y", mu, 1.0, observed=np.array([0.1, 0.4]))
+    with pytest.raises(ValueError, match=r"improper prior \(pm.Flat/pm.HalfFlat\)"):
+        evidence(flat)
+
+    with pm.Model() as nolik:
+        pm.Normal("mu", 0.0, 1.0)
+    with pytest.raises(ValueError, match="neither observed variables nor Potentials"):
+        evidence(nolik)
+
+
+def test_flat_prior_with_laplace_start():
+    y = np.array([0.1, 0.4, -0.3])
+    with pm.Model() as flat:
+        mu = pm.Flat("mu")
+        pm.Normal("y", mu, 1.0, observed=y)
+    _, est, se = evidence(flat, initial="laplace", num_steps=300)
+    check(est, se, -0.5 * np.sum((y - y.mean()) ** 2) - np.log(2 * np.pi) - 0.5 * np.log(3))
