@@ -22,6 +22,12 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m slow
 
+bench: $(STAMP)
+	$(PY) benchmarks/convergence.py --out docs
+	$(PY) benchmarks/speed.py --out docs/speed.md
+	$(PY) benchmarks/evidence_peers.py --out docs/evidence_peers.md
+	$(PY) benchmarks/pymc_vs_smc.py --out docs/pymc_vs_smc.md
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ppl_hais adapters tests benchmarks
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_convergence", "plot_trace"]
+__all__ = ["plot_convergence", "plot_trace", "plot_weights"]
 
 
 def plot_convergence(num_steps, results_by_method, truth=None, ax=None, title=None):
@@ -56,3 +56,22 @@ def plot_trace(result, axes=None):
         ax.set_xlabel("β")
     axes[2].set_ylim(0, 1.05)
     return np.asarray(axes)
+
+
+def plot_weights(result, ax=None):
+    """Histogram of the log importance weights relative to the largest, with the ESS.
+
+    A long left tail with a few weights near 0 means the estimate rests on few particles:
+    increase ``num_steps``.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.2))
+    lw = np.asarray(result.log_weights)
+    lw = lw[np.isfinite(lw)] - np.max(lw[np.isfinite(lw)])
+    ax.hist(lw, bins=min(50, max(10, lw.size // 10)))
+    ax.set_xlabel("log weight − max log weight")
+    ax.set_ylabel("particles")
+    ax.set_title(f"ESS {result.ess:.0f} of {result.num_particles}")
+    return ax

@@ -20,7 +20,7 @@ def test_docstring_examples(module):
 
 def test_readme_example_runs():
     text = (Path(__file__).parents[1] / "README.md").read_text()
-    code = re.search(r"## Ten lines\n\n```python\n(.*?)```", text, re.S).group(1)
+    code = re.search(r"## The core in ten lines\n\n```python\n(.*?)```", text, re.S).group(1)
     code = code.replace("num_steps=2000)", "num_steps=300, progress_bar=False)")
     scope = {}
     exec(compile(code, "README.md", "exec"), scope)

@@ -86,3 +86,18 @@ def test_gaussian_full_covariance_density():
     z = np.array([0.3, -0.2, 0.5])
     exact = multivariate_normal(q.mean, L @ L.T).logpdf(z)
     assert float(q.log_density(jnp.asarray(z))) == pytest.approx(exact, rel=1e-12)
+
+
+def test_plots(result):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ax = ph.plots.plot_weights(result)
+    assert "ESS" in ax.get_title()
+    axes = ph.plots.plot_trace(result)
+    assert axes.shape == (3,)
+    ax = ph.plots.plot_convergence([300], {"HAIS": [result]}, truth=result.log_z)
+    assert ax.get_xscale() == "log"
+    plt.close("all")
