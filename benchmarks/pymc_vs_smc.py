@@ -21,11 +21,11 @@ import warnings
 
 import numpy as np
 import pymc as pm
-from ppl_hais.adapters import pymc as php
 from scipy import integrate
 from scipy.stats import multivariate_normal, norm
 
 import ppl_hais as ph
+from ppl_hais.adapters import pymc as php
 
 warnings.filterwarnings("ignore")
 

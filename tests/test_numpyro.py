@@ -13,9 +13,9 @@ from scipy.stats import multivariate_normal
 numpyro = pytest.importorskip("numpyro")
 import numpyro.distributions as dist  # noqa: E402
 from numpyro import handlers  # noqa: E402
-from ppl_hais.adapters import numpyro as phn  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
+from ppl_hais.adapters import numpyro as phn  # noqa: E402
 
 TOL = 4.0
 

@@ -10,9 +10,8 @@ from scipy.stats import multivariate_normal
 
 pm = pytest.importorskip("pymc")
 
-from ppl_hais.adapters import pymc as php  # noqa: E402
-
 import ppl_hais as ph  # noqa: E402
+from ppl_hais.adapters import pymc as php  # noqa: E402
 
 TOL = 4.0
 
@@ -119,6 +118,7 @@ def test_normal_inverse_gamma_agrees_with_numpyro_and_closed_form():
     import jax
     import jax.numpy as jnp
     import numpyro.distributions as dist
+
     from ppl_hais.adapters import numpyro as phn
 
     def np_model(y=None):
