@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[numpyro,pymc,test,bench]"
+	$(PY) -m pip install -q -e ".[numpyro,pymc,test]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -23,6 +23,7 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m slow
 
 bench: $(STAMP)
+	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/convergence.py --out docs
 	$(PY) benchmarks/speed.py --out docs/speed.md
 	$(PY) benchmarks/evidence_peers.py --out docs/evidence_peers.md
