@@ -226,39 +226,13 @@ def model_target(nt: NumPyroTarget, initial="prior"):
 
 
 def laplace_initial(nt: NumPyroTarget, rng_key=None, scale_inflation=1.2, num_restarts=4):
-    """A Gaussian fitted at the posterior mode in unconstrained space (Laplace approximation).
-
-    The mode maximizes log prior + log likelihood by BFGS from a few starting points (prior
-    draws, or zeros for improper priors); the covariance is the inverse negative Hessian,
-    inflated by ``scale_inflation`` so the initial's tails cover the posterior's.
-    """
-    from jax.scipy.optimize import minimize
-
+    """A Gaussian at the posterior mode in unconstrained space (``ph.laplace_gaussian``),
+    searched from zeros and a few prior draws (zeros only for improper priors)."""
     key = jax.random.key(1) if rng_key is None else rng_key
-    if nt.improper:
-        starts = jnp.zeros((1, nt.dim))
-    else:
-        starts = jnp.concatenate([jnp.zeros((1, nt.dim)), nt.sample_prior(key, num_restarts)])
-    neg = jax.jit(lambda z: -nt.log_joint(z))
-    best, best_val = None, np.inf
-    for z0 in starts:
-        res = minimize(neg, z0, method="BFGS", options=dict(maxiter=500))
-        val = float(neg(res.x))
-        if np.isfinite(val) and val < best_val:
-            best, best_val = res.x, val
-    if best is None:
-        raise ValueError("the Laplace fit found no finite posterior mode: give initial= explicitly")
-    hess = jax.hessian(neg)(best)
-    hess = 0.5 * (hess + hess.T)
-    try:
-        cov = np.linalg.inv(np.asarray(hess))
-        tril = np.linalg.cholesky(cov) * scale_inflation
-    except np.linalg.LinAlgError as err:
-        raise ValueError(
-            "the posterior's Hessian at the mode is not positive definite: the "
-            "Laplace approximation fails; give initial= explicitly"
-        ) from err
-    return ph.Gaussian(np.asarray(best), scale_tril=tril)
+    starts = jnp.zeros((1, nt.dim))
+    if not nt.improper:
+        starts = jnp.concatenate([starts, nt.sample_prior(key, num_restarts)])
+    return ph.laplace_gaussian(nt.log_joint, starts, scale_inflation)
 
 
 def guide_initial(nt: NumPyroTarget, guide, params):

@@ -165,29 +165,10 @@ def _initial(target, initial, seed):
 
 
 def _laplace(target: PyMCTarget, seed, scale_inflation=1.2):
-    from jax.scipy.optimize import minimize
-
-    neg = jax.jit(lambda z: -target.log_joint(z))
-    starts = [jnp.zeros(target.dim)]
+    starts = np.zeros((1, target.dim))
     if not target.improper:
-        starts += list(jnp.asarray(target.sample_prior(3, seed)))
-    best, best_val = None, np.inf
-    for z0 in starts:
-        res = minimize(neg, jnp.asarray(z0, float), method="BFGS", options=dict(maxiter=500))
-        val = float(neg(res.x))
-        if np.isfinite(val) and val < best_val:
-            best, best_val = res.x, val
-    if best is None:
-        raise ValueError("the Laplace fit found no finite posterior mode: give initial= explicitly")
-    hess = np.asarray(jax.hessian(neg)(best))
-    try:
-        tril = np.linalg.cholesky(np.linalg.inv(0.5 * (hess + hess.T))) * scale_inflation
-    except np.linalg.LinAlgError as err:
-        raise ValueError(
-            "the Hessian at the posterior mode is not positive definite: the "
-            "Laplace approximation fails; give initial= explicitly"
-        ) from err
-    return ph.Gaussian(np.asarray(best), scale_tril=tril)
+        starts = np.concatenate([starts, target.sample_prior(3, seed)])
+    return ph.laplace_gaussian(target.log_joint, starts, scale_inflation)
 
 
 def sample_hais(

@@ -22,6 +22,7 @@ import matplotlib
 import numpy as np
 
 matplotlib.use("Agg")
+import _machine  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
@@ -136,7 +137,7 @@ def main():
         "",
         f"Command: `python benchmarks/convergence.py --max-steps {args.max_steps} "
         f"--max-steps-generative {args.max_steps_generative} --seeds {args.seeds}`  ",
-        f"Machine: {_machine()}; {datetime.date.today().isoformat()}; "
+        f"Machine: {_machine.describe()}; {datetime.date.today().isoformat()}; "
         f"total wall time {(time.perf_counter() - start) / 60:.1f} min.",
         "",
         "200 particles, linear schedule β = n/N (the seed's). Error = log Ẑ − exact log Z "
@@ -187,20 +188,6 @@ def main():
     with open(f"{args.out}/validation.md", "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
-
-
-def _machine():
-    import os
-
-    cpu = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, {jax.devices()[0].platform}, jax {jax.__version__}"
 
 
 if __name__ == "__main__":

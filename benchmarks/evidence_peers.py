@@ -24,6 +24,7 @@ import argparse
 import datetime
 import time
 
+import _machine
 import blackjax
 import blackjax.smc.resampling as resampling
 import jax
@@ -140,7 +141,8 @@ def main():
         "# Evidence against peers: HAIS vs BlackJAX tempered SMC, TFP AIS and dynesty",
         "",
         f"Command: `python benchmarks/evidence_peers.py --seeds {args.seeds}`  ",
-        f"Machine: {_machine()}; {datetime.date.today().isoformat()}.",
+        f"Machine: {_machine.describe()}, blackjax {blackjax.__version__}; "
+        f"{datetime.date.today().isoformat()}.",
         "",
         "Bayesian linear regression, 50 points, N(0, I) prior, unit noise; same jnp log densities "
         f"for both. {args.seeds} seeds each. Error = log Ẑ − exact. Coverage = share of seeds "
@@ -250,23 +252,6 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
-
-
-def _machine():
-    import os
-
-    cpu = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {jax.devices()[0].platform}, jax {jax.__version__}, "
-        f"blackjax {blackjax.__version__}"
-    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import datetime
 import time
 import warnings
 
+import _machine
 import numpy as np
 import pymc as pm
 from scipy import integrate
@@ -73,7 +74,8 @@ def main():
         "# PyMC: sample_hais against pm.sample_smc",
         "",
         f"Command: `python benchmarks/pymc_vs_smc.py --seeds {args.seeds}`  ",
-        f"Machine: {_machine()}; {datetime.date.today().isoformat()}.",
+        f"Machine: {_machine.describe()}, pymc {pm.__version__}; "
+        f"{datetime.date.today().isoformat()}.",
         "",
         f"{args.seeds} seeds per method. Error = log Ẑ − exact. Coverage = share of seeds whose "
         "reported ±2 SE holds the exact value (sample_smc reports none: n/a). Times are medians.",
@@ -143,22 +145,6 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
-
-
-def _machine():
-    import os
-
-    import jax
-
-    cpu = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores; pymc {pm.__version__}, jax {jax.__version__}"
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import platform
 import time
 
+import _machine
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,22 +23,6 @@ from ppl_hais import examples as ex
 from ppl_hais.driver import _compiled
 
 ph.enable_x64()
-
-
-def machine():
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    dev = jax.devices()[0]
-    return (
-        f"{cpu}, {jax.device_count()} {dev.platform} device(s) ({dev.device_kind}), "
-        f"{__import__('os').cpu_count()} cores"
-    )
 
 
 def time_gradient(target, num_particles, num_steps):
@@ -145,7 +129,7 @@ def main():
     lines = [
         "# Speed of one annealing step against the gradient limit",
         "",
-        f"Machine: {machine()}; jax {jax.__version__}; {date}.",
+        f"Machine: {_machine.describe()}; {date}.",
         f"Command: `python benchmarks/speed.py --rounds {args.rounds} --steps {args.steps} "
         f"--particles {args.particles}`.",
         "",

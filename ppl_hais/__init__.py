@@ -15,6 +15,7 @@ from .kernels import (
     refresh_fraction,
     resampled_hmc_kernel,
 )
+from .laplace import laplace_gaussian
 from .likelihood import LogLikelihoodEstimate, analysis_log_likelihood, generative_log_likelihood
 from .result import AISResult, AnnealingError, AnnealingTrace
 from .schedules import geometric_schedule, linear_schedule, make_schedule, sigmoid_schedule
@@ -40,6 +41,7 @@ __all__ = [
     "geometric_schedule",
     "hais",
     "hais_kernel",
+    "laplace_gaussian",
     "linear_schedule",
     "make_schedule",
     "random_walk_kernel",
