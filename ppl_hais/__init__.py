@@ -5,7 +5,7 @@ target density over flat vectors) with a transition kernel and returns an :class
 Adapters for NumPyro and PyMC live in :mod:`ppl_hais.adapters`.
 """
 
-from . import plots
+from . import mcmc, plots
 from .compare import compare_evidence
 from .driver import ais, enable_x64, hais
 from .kernels import (
@@ -24,6 +24,7 @@ from .target import AnnealingTarget, Gaussian, Potential
 __version__ = "0.1.0"
 
 __all__ = [
+    "mcmc",
     "plots",
     "AISResult",
     "AnnealingError",

@@ -127,7 +127,7 @@ def anneal(
 
     def temperature(carry, xs):
         n, beta_prev, beta = xs
-        states, log_w, offset, nonfinite, acc_sum, eps_sum = carry
+        states, log_w, offset, nonfinite, grads, acc_sum, eps_sum = carry
         d_beta = beta - beta_prev
         log_w = log_w + jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
         log_step = jnp.interp(beta, ref_betas, ref_log_step) + offset
@@ -138,21 +138,24 @@ def anneal(
         if adapt_target is not None:
             offset = offset + _ADAPT_RATE * (mean_acc - adapt_target)
         nonfinite = nonfinite + jnp.sum(~info.is_finite).astype(jnp.int32)
-        carry = (states, log_w, offset, nonfinite, acc_sum + mean_acc, eps_sum + step_size)
+        # gradients per particle: a particle's own (mean) and what vmap executed (max)
+        used = jnp.asarray(info.num_gradients, dtype)
+        grads = grads + jnp.stack([jnp.mean(used), jnp.max(used)])
+        carry = (states, log_w, offset, nonfinite, grads, acc_sum + mean_acc, eps_sum + step_size)
         return carry, (log_step if record else None)
 
     def bin_(carry, xs):
-        states, log_w, offset, nonfinite = carry
+        states, log_w, offset, nonfinite, grads = carry
         zero = jnp.zeros((), dtype)
-        (states, log_w, offset, nonfinite, acc_sum, eps_sum), log_steps = jax.lax.scan(
-            temperature, (states, log_w, offset, nonfinite, zero, zero), xs
+        (states, log_w, offset, nonfinite, grads, acc_sum, eps_sum), log_steps = jax.lax.scan(
+            temperature, (states, log_w, offset, nonfinite, grads, zero, zero), xs
         )
         count = xs[0].shape[0]
         lw = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
         summary = (acc_sum / count, eps_sum / count, _ess(lw), _log_mean_exp(lw), xs[2][-1])
         if progress is not None:
             jax.debug.callback(_tick, progress, xs[0][-1], ordered=False)
-        return (states, log_w, offset, nonfinite), (summary, log_steps)
+        return (states, log_w, offset, nonfinite, grads), (summary, log_steps)
 
     per_bin = -(-num_steps // num_bins)
     num_full = num_steps // per_bin
@@ -163,6 +166,7 @@ def anneal(
         jnp.zeros(num_particles, dtype),
         jnp.zeros((), dtype),
         jnp.zeros((), jnp.int32),
+        jnp.zeros(2, dtype),
     )
     carry, (summaries, log_steps) = jax.lax.scan(bin_, carry, head)
     if record:
@@ -173,7 +177,7 @@ def anneal(
         summaries = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), summaries, last)
         if record:
             log_steps = jnp.concatenate([log_steps, tail_steps])
-    states, log_w, _, nonfinite = carry
+    states, log_w, _, nonfinite, grads = carry
     acc, eps, ess, log_z, bin_beta = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)
     return dict(
@@ -187,6 +191,7 @@ def anneal(
         log_z=log_z,
         bin_beta=bin_beta,
         log_steps=log_steps if record else None,
+        gradients=grads,
     )
 
 
@@ -443,7 +448,8 @@ def ais(
         schedule=schedule if isinstance(schedule, str) else "user",
         step_size=step_size,
         target_accept=target_accept,
-        gradients_per_particle=num_steps * kernel.gradients_per_step,
+        gradients_per_particle=float(out["gradients"][0]),
+        gradients_executed_per_particle=float(out["gradients"][1]),
         pilot_gradients_per_particle=pilot_gradients,
         num_pilot_particles=num_pilot,
     )
@@ -468,6 +474,8 @@ def hais(
     step_size="auto",
     refresh: float = 0.5,
     num_leapfrog: int = 1,
+    flips: str = "standard",
+    lookahead: int = 1,
     schedule="linear",
     **kwargs,
 ) -> AISResult:
@@ -476,7 +484,10 @@ def hais(
     Runs :func:`ais` with :func:`~ppl_hais.kernels.hais_kernel`: one leapfrog step per
     temperature, momentum persistent across temperatures, negated on rejection and partially
     refreshed (``refresh`` = fraction of momentum power replaced per unit simulation time).
-    Other keyword arguments go to :func:`ais`.
+    ``flips="reduced"`` negates the momentum on rejection only as often as invariance needs
+    (seed 001 ch. 6) and ``lookahead=K`` tries K trajectories first (LAHMC); both spend extra
+    gradients after rejections only (counted in ``settings``). Other keyword arguments go to
+    :func:`ais`.
 
     Examples
     --------
@@ -492,7 +503,7 @@ def hais(
     return ais(
         rng_key,
         target,
-        hais_kernel(float(refresh), int(num_leapfrog)),
+        hais_kernel(float(refresh), int(num_leapfrog), int(lookahead), str(flips)),
         num_particles=num_particles,
         num_steps=num_steps,
         schedule=schedule,

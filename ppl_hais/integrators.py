@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-__all__ = ["reflect", "leapfrog"]
+__all__ = ["reflect", "leapfrog", "kinetic_energy"]
 
 
 def reflect(position, momentum, box):
@@ -46,15 +46,34 @@ def reflect(position, momentum, box):
     return new_position, jnp.where(flip, -momentum, momentum)
 
 
-def leapfrog(potential_fn, position, momentum, potential, beta, step_size, num_steps=1, box=None):
+def leapfrog(
+    potential_fn,
+    position,
+    momentum,
+    potential,
+    beta,
+    step_size,
+    num_steps=1,
+    box=None,
+    inverse_mass=None,
+):
     """``num_steps`` velocity-Verlet steps on log π_β; returns (position, momentum, potential).
 
     ``potential`` is the cached :class:`~ppl_hais.target.Potential` (with gradients) at
-    ``position``; the returned one is at the new position.
+    ``position``; the returned one is at the new position. ``inverse_mass`` is a diagonal
+    M⁻¹ (kinetic energy ½ vᵀM⁻¹v); None is the identity.
     """
     for _ in range(num_steps):
         momentum = momentum + 0.5 * step_size * potential.grad(beta)
-        position, momentum = reflect(position + step_size * momentum, momentum, box)
+        velocity = momentum if inverse_mass is None else inverse_mass * momentum
+        position, momentum = reflect(position + step_size * velocity, momentum, box)
         potential = potential_fn(position)
         momentum = momentum + 0.5 * step_size * potential.grad(beta)
     return position, momentum, potential
+
+
+def kinetic_energy(momentum, inverse_mass=None):
+    """½ vᵀM⁻¹v for a diagonal inverse mass (None: the identity)."""
+    if inverse_mass is None:
+        return 0.5 * jnp.sum(momentum**2)
+    return 0.5 * jnp.sum(inverse_mass * momentum**2)

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from . import random as fast_random
-from .integrators import leapfrog, reflect
+from .integrators import kinetic_energy, leapfrog, reflect
+from .lookahead import FLIPS, lookahead_transition
 
 __all__ = [
     "HMCState",
@@ -50,6 +51,7 @@ class TransitionInfo(NamedTuple):
     acceptance_rate: Any  # Metropolis acceptance probability min(1, exp(ΔH))
     is_accepted: Any
     is_finite: Any  # False when the proposal's density or gradient was NaN/±inf (then rejected)
+    num_gradients: Any = 0  # gradient evaluations this step used (a particle's own work)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,12 @@ def _metropolis(log_accept, key):
 
 
 @lru_cache(maxsize=64)
-def hais_kernel(refresh: float = 0.5, num_leapfrog: int = 1) -> TransitionKernel:
+def hais_kernel(
+    refresh: float = 0.5,
+    num_leapfrog: int = 1,
+    lookahead: int = 1,
+    flips: str = "standard",
+) -> TransitionKernel:
     """The HAIS transition of seed 000 §2.3 with persistent, partially refreshed momentum.
 
     One velocity-Verlet leapfrog step of size ε on π_β, Metropolis accept/reject on
@@ -89,15 +96,22 @@ def hais_kernel(refresh: float = 0.5, num_leapfrog: int = 1) -> TransitionKernel
     of momentum power replaced per unit simulation time; the seed's is ½). The momentum
     carries over from one temperature to the next: that persistence is the method's point.
     ``refresh=1`` resamples the momentum every step (the second baseline of seed 000 §5.2).
+
+    ``flips="reduced"`` negates the momentum on rejection only with the probability of seed 001
+    eq. 6.11, and ``lookahead=K > 1`` tries up to K trajectories before that (LAHMC); see
+    :mod:`ppl_hais.lookahead`. Both cost extra gradients only after a rejection.
     """
     if not 0.0 < refresh <= 1.0:
         raise ValueError("refresh (momentum power replaced per unit time) must be in (0, 1]")
+    if flips not in FLIPS:
+        raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
+    plain = lookahead == 1 and flips == "standard"
 
     def init(rng_key, position, target):
         momentum = fast_random.normal(rng_key, position.shape, salt=7, dtype=position.dtype)
         return HMCState(position, momentum, target.potential_and_grad(position))
 
-    def step(rng_key, state, target, beta, step_size):
+    def metropolis_step(rng_key, state, target, beta, step_size):
         position, momentum, potential = state
         new_position, new_momentum, new_potential = leapfrog(
             target.potential_and_grad,
@@ -111,9 +125,9 @@ def hais_kernel(refresh: float = 0.5, num_leapfrog: int = 1) -> TransitionKernel
         )
         log_accept = (
             new_potential.log_density(beta)
-            - 0.5 * jnp.sum(new_momentum**2)
+            - kinetic_energy(new_momentum)
             - potential.log_density(beta)
-            + 0.5 * jnp.sum(momentum**2)
+            + kinetic_energy(momentum)
         )
         # a NaN/inf density or gradient at the proposal makes log_accept non-finite (the
         # gradient enters the new momentum): such moves are rejected and counted
@@ -123,12 +137,40 @@ def hais_kernel(refresh: float = 0.5, num_leapfrog: int = 1) -> TransitionKernel
         position = pick(new_position, position)
         momentum = pick(new_momentum, -momentum)  # negate on rejection
         potential = jax.tree.map(pick, new_potential, potential)
+        info = TransitionInfo(prob, accepted, is_finite, num_leapfrog)
+        return HMCState(position, momentum, potential), info
+
+    def lookahead_step(rng_key, state, target, beta, step_size):
+        u = fast_random.uniform(rng_key, (), salt=1, dtype=state.position.dtype)
+        (position, momentum, potential), info = lookahead_transition(
+            u,
+            *state,
+            target.potential_and_grad,
+            beta,
+            step_size,
+            num_steps=num_leapfrog,
+            lookahead=lookahead,
+            flips=flips,
+            box=target.box,
+        )
+        out = TransitionInfo(
+            info.acceptance_rate, info.is_accepted, info.is_finite, info.num_gradients
+        )
+        return HMCState(position, momentum, potential), out
+
+    move = metropolis_step if plain else lookahead_step
+
+    def step(rng_key, state, target, beta, step_size):
+        state, info = move(rng_key, state, target, beta, step_size)
+        position, momentum, potential = state
         gamma = refresh_fraction(refresh, step_size)
         noise = fast_random.normal(rng_key, momentum.shape, salt=0, dtype=momentum.dtype)
         momentum = jnp.sqrt(1.0 - gamma) * momentum + jnp.sqrt(gamma) * noise
-        return HMCState(position, momentum, potential), TransitionInfo(prob, accepted, is_finite)
+        return HMCState(position, momentum, potential), info
 
     name = "hais" if refresh < 1 else "resampled_hmc"
+    if not plain:
+        name += f"_{flips}_flips" + (f"_lookahead{lookahead}" if lookahead > 1 else "")
     return TransitionKernel(name, init, step, num_leapfrog, 0.2)
 
 
@@ -159,7 +201,7 @@ def random_walk_kernel() -> TransitionKernel:
         pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
         return (
             RWMState(pick(proposal, position), jax.tree.map(pick, new_potential, potential)),
-            TransitionInfo(prob, accepted, is_finite),
+            TransitionInfo(prob, accepted, is_finite, 0),
         )
 
     return TransitionKernel("random_walk", init, step, 0, 0.1)

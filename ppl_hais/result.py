@@ -160,8 +160,9 @@ class AISResult:
             f"acceptance: mean {np.mean(acc):.3f}, min {np.min(acc):.3f}",
             f"  step size: {np.min(self.trace.step_size):.3g} .. {np.max(self.trace.step_size):.3g}"
             f" ({'tuned by pilot' if s.get('step_size') == 'auto' else 'fixed'})",
-            f"  gradients per particle: {s.get('gradients_per_particle', 0)}"
-            f" (+{s.get('pilot_gradients_per_particle', 0)} pilot)"
+            f"  gradients per particle: {s.get('gradients_per_particle', 0):.0f}"
+            f" (executed under vmap: {s.get('gradients_executed_per_particle', 0):.0f};"
+            f" +{s.get('pilot_gradients_per_particle', 0)} pilot)"
             f"  wall time: {self.wall_time:.2f} s",
         ]
         if self.num_nonfinite:
