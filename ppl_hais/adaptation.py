@@ -1,8 +1,14 @@
 """Warmup for the HMC samplers: dual averaging of the step size and a diagonal mass matrix.
 
 The schedule is Stan's (and NumPyro's): a fast window adapting only the step size, slow windows
-of doubling length that also estimate the position variances (M⁻¹ = regularized variance, the
-step-size averaging restarted after each), and a final fast window. Pure functions over a
+of doubling length that also estimate a diagonal inverse mass matrix, and a final fast window.
+
+The inverse mass is sqrt(Var[x] / Var[∇log p]) per coordinate, as in MEADS (Hoffman & Sountsov
+2022), not Stan's Var[x]: for a Gaussian it equals the variance exactly however little the
+chain has spread, so one-leapfrog samplers (which move slowly along wide directions during
+warmup) are not fooled by a window too short to explore them. After each window the step size
+is rescaled by max_i sqrt(M⁻¹_old / M⁻¹_new) (the leapfrog stability limit under the new
+metric) and the dual averaging restarts from it. Pure functions over a
 NamedTuple state, so the warmup runs inside one ``lax.scan`` or inside NumPyro's ``fori_collect``.
 """
 
@@ -25,8 +31,10 @@ class AdaptationState(NamedTuple):
     h_bar: Any  # running mean of (target − acceptance)
     count: Any  # iterations since the last restart
     inverse_mass: Any  # diagonal M⁻¹ in use
-    var_mean: Any  # Welford accumulators of the current slow window
+    var_mean: Any  # Welford accumulators of the current slow window: positions,
     var_m2: Any
+    grad_mean: Any  # and gradients
+    grad_m2: Any
     var_n: Any
 
 
@@ -69,14 +77,22 @@ def adaptation_init(step_size, inverse_mass) -> AdaptationState:
         inverse_mass,
         jnp.zeros_like(inverse_mass),
         jnp.zeros_like(inverse_mass),
+        jnp.zeros_like(inverse_mass),
+        jnp.zeros_like(inverse_mass),
         zero,
     )
 
 
+def _welford(mean, m2, n, x, active):
+    delta = x - mean
+    new_mean = jnp.where(active, mean + delta / jnp.maximum(n, 1.0), mean)
+    return new_mean, jnp.where(active, m2 + delta * (x - new_mean), m2)
+
+
 def adaptation_update(
-    state: AdaptationState, acceptance, position, in_slow, ends_window, target_accept
+    state: AdaptationState, acceptance, position, grad, in_slow, ends_window, target_accept
 ) -> AdaptationState:
-    """One warmup iteration: dual averaging toward ``target_accept``, variance accumulation."""
+    """One warmup iteration: dual averaging toward ``target_accept``, moment accumulation."""
     acceptance = jnp.where(jnp.isfinite(acceptance), acceptance, 0.0)
     t = state.count + 1.0
     w = 1.0 / (t + _T0)
@@ -86,14 +102,21 @@ def adaptation_update(
     log_eps_avg = eta * log_eps + (1.0 - eta) * state.log_step_size_avg
     # Welford over the slow window
     n = state.var_n + jnp.where(in_slow, 1.0, 0.0)
-    delta = position - state.var_mean
-    mean = jnp.where(in_slow, state.var_mean + delta / jnp.maximum(n, 1.0), state.var_mean)
-    m2 = jnp.where(in_slow, state.var_m2 + delta * (position - mean), state.var_m2)
-    # at a window's end: regularized variance (Stan), restart the step-size averaging from ε
-    var = m2 / jnp.maximum(n - 1.0, 1.0)
-    var = (n / (n + 5.0)) * var + 1e-3 * (5.0 / (n + 5.0))
-    inverse_mass = jnp.where(ends_window, var, state.inverse_mass)
+    mean, m2 = _welford(state.var_mean, state.var_m2, n, position, in_slow)
+    g_mean, g_m2 = _welford(state.grad_mean, state.grad_m2, n, grad, in_slow)
+    # at a window's end: sqrt(Var x / Var ∇), shrunk toward 1e-3 as Stan shrinks its variance
+    var_x = m2 / jnp.maximum(n - 1.0, 1.0)
+    var_g = g_m2 / jnp.maximum(n - 1.0, 1.0)
+    scale = jnp.sqrt(var_x / jnp.maximum(var_g, 1e-300))
+    scale = jnp.where(jnp.isfinite(scale) & (scale > 0), scale, 1e-3)
+    scale = (n / (n + 5.0)) * scale + 1e-3 * (5.0 / (n + 5.0))
+    inverse_mass = jnp.where(ends_window, scale, state.inverse_mass)
     restart = ends_window
+    log_eps = jnp.where(
+        restart,
+        log_eps + 0.5 * jnp.max(jnp.log(state.inverse_mass) - jnp.log(inverse_mass)),
+        log_eps,
+    )
     zero = jnp.zeros_like(log_eps)
     return AdaptationState(
         log_step_size=log_eps,
@@ -104,5 +127,7 @@ def adaptation_update(
         inverse_mass=inverse_mass,
         var_mean=jnp.where(restart, jnp.zeros_like(mean), mean),
         var_m2=jnp.where(restart, jnp.zeros_like(m2), m2),
+        grad_mean=jnp.where(restart, jnp.zeros_like(g_mean), g_mean),
+        grad_m2=jnp.where(restart, jnp.zeros_like(g_m2), g_m2),
         var_n=jnp.where(restart, zero, n),
     )

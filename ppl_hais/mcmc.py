@@ -215,7 +215,13 @@ def _compiled(
                 adapt.inverse_mass,
             )
             adapt = adaptation_update(
-                adapt, info.acceptance_rate, state.position, slow, end, target_accept
+                adapt,
+                info.acceptance_rate,
+                state.position,
+                state.logdensity_grad,
+                slow,
+                end,
+                target_accept,
             )
             return (state, adapt, grads + info.num_gradients), None
 
