@@ -36,6 +36,7 @@ from numpyro.infer.util import (
 from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
 
 import ppl_hais as ph
+from ppl_hais.adapters._numpyro_mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: F401
 from ppl_hais.arviz import from_ais
 from ppl_hais.compare import _pool
 
