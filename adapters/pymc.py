@@ -30,15 +30,15 @@ from pymc.util import get_default_varnames
 import ppl_hais as ph
 from ppl_hais.arviz import from_ais
 
-__all__ = ["sample_hais", "PyMCTarget"]
+__all__ = ["sample_hais", "sample_reduced_flip_hmc", "PyMCTarget"]
 
 
 class PyMCTarget:
     """A PyMC model as flat log prior / log likelihood over its transformed value variables."""
 
-    def __init__(self, model):
+    def __init__(self, model, needs_likelihood=True):
         self.model = model
-        self._check()
+        self._check(needs_likelihood)
         point = model.initial_point()
         self.value_vars = list(model.value_vars)
         self.names = [v.name for v in self.value_vars]
@@ -53,12 +53,12 @@ class PyMCTarget:
         )
         self._constrain = get_jaxified_graph(inputs=self.value_vars, outputs=self._outputs)
 
-    def _check(self):
+    def _check(self, needs_likelihood=True):
         m = self.model
         if m.discrete_value_vars:
             names = [v.name for v in m.discrete_value_vars]
             raise ValueError(
-                f"discrete free variable(s) {names}: HAIS needs continuous latent variables. "
+                f"discrete free variable(s) {names}: ppl_hais needs continuous latent variables. "
                 "Marginalize them out (e.g. pm.Mixture, pymc_extras' marginalize) or observe them."
             )
         improper = [
@@ -67,7 +67,7 @@ class PyMCTarget:
             if type(rv.owner.op).__name__ in ("FlatRV", "HalfFlatRV", "Flat", "HalfFlat")
         ]
         self.improper = improper
-        if not m.observed_RVs and not m.potentials:
+        if needs_likelihood and not m.observed_RVs and not m.potentials:
             raise ValueError(
                 "the model has neither observed variables nor Potentials: there is no "
                 "likelihood, so the evidence is 1. Add observed=... data."
@@ -256,6 +256,117 @@ def sample_hais(
         coords=coords,
         dims=dims,
         attrs={"inference_library": "ppl_hais (pymc)"},
+    )
+    if (idata_kwargs or {}).get("log_likelihood", False):
+        pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    return idata
+
+
+def sample_reduced_flip_hmc(
+    draws: int = 1000,
+    tune: int = 1000,
+    *,
+    chains: int = 4,
+    random_seed=None,
+    model=None,
+    progressbar: bool = True,
+    step_size: float | None = None,
+    num_steps: int = 1,
+    lookahead: int = 1,
+    flips: str = "reduced",
+    refresh: float = 0.5,
+    target_accept: float = 0.9,
+    thinning: int = 1,
+    idata_kwargs: dict | None = None,
+):
+    """Sample a PyMC model with HMC with reduced momentum flips, like ``pm.sample``.
+
+    Persistent-momentum HMC (``num_steps`` leapfrog steps per transition, a fraction
+    ``refresh`` of the momentum power replaced per unit time) whose rejections negate the
+    momentum only as often as invariance needs (seed 001 ch. 6), optionally trying
+    ``lookahead`` trajectories first (LAHMC). ``tune`` warmup iterations adapt the step size
+    (toward ``target_accept``) and a diagonal mass matrix; chains run vectorized in one
+    compiled call (:func:`ppl_hais.mcmc.sample`).
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``posterior`` (constrained variables and deterministics, model coords/dims),
+        ``sample_stats`` (``acceptance_rate``, ``step_size``, ``diverging``, ``lp``,
+        ``n_steps`` = gradients per draw, ``is_flipped``, ``lookahead_depth``),
+        ``observed_data``, ``constant_data``; ``log_likelihood`` with
+        ``idata_kwargs={"log_likelihood": True}``.
+
+    Example
+    -------
+    >>> import pymc as pm
+    >>> from ppl_hais.adapters import pymc as php
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0.0, 1.0)
+    ...     pm.Normal("y", mu, 1.0, observed=[0.2, 0.4])
+    ...     idata = php.sample_reduced_flip_hmc(draws=200, tune=200, chains=2,
+    ...                                         random_seed=1, progressbar=False)
+    >>> idata.posterior["mu"].shape
+    (2, 200)
+    """
+    import arviz as az
+
+    model = pm.modelcontext(model)
+    ph.enable_x64()
+    rng = np.random.default_rng(random_seed)
+    target = PyMCTarget(model, needs_likelihood=False)
+    # start like pm.sample's "jitter+adapt_diag": the initial point plus U(-1, 1) jitter
+    point = model.initial_point()
+    start = target.ravel([np.asarray(point[n])[None] for n in target.names])[0]
+    x0 = start[None, :] + rng.uniform(-1.0, 1.0, size=(chains, target.dim))
+    logp = jax.jit(jax.vmap(target.log_joint))(jnp.asarray(x0))
+    x0 = np.where(np.isfinite(np.asarray(logp))[:, None], x0, start[None, :])
+    result = ph.mcmc.sample(
+        jax.random.key(int(rng.integers(2**31 - 1))),
+        target.log_joint,
+        x0,
+        num_warmup=tune,
+        num_samples=draws,
+        step_size=step_size,
+        num_steps=num_steps,
+        lookahead=lookahead,
+        flips=flips,
+        refresh=refresh,
+        target_accept=target_accept,
+        thinning=thinning,
+        progress_bar=progressbar,
+    )
+    values = jax.jit(jax.vmap(target.constrain))(
+        jnp.asarray(result.samples.reshape(-1, target.dim))
+    )
+    posterior = {
+        v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
+        for v, val in zip(target._outputs, values, strict=True)
+    }
+    st = result.stats
+    sample_stats = {
+        "acceptance_rate": st["acceptance_rate"],
+        "step_size": np.broadcast_to(result.step_size[:, None], (chains, draws)),
+        "diverging": st["is_divergent"],
+        "lp": st["logdensity"],
+        "n_steps": st["num_gradients"],
+        "is_flipped": st["is_flipped"],
+        "lookahead_depth": st["lookahead_depth"],
+    }
+    coords, dims = coords_and_dims_for_inferencedata(model)
+    idata = az.from_dict(
+        posterior=posterior,
+        sample_stats=sample_stats,
+        observed_data=find_observations(model),
+        constant_data=find_constants(model),
+        coords=coords,
+        dims=dims,
+        attrs={
+            "inference_library": "ppl_hais (pymc)",
+            "sampling_time": result.wall_time,
+            "tuning_steps": tune,
+            "sampler": f"reduced-flip HMC (lookahead={lookahead}, flips={flips})",
+        },
     )
     if (idata_kwargs or {}).get("log_likelihood", False):
         pm.compute_log_likelihood(idata, model=model, progressbar=False)

@@ -22,7 +22,6 @@ adaptation that used the main run's own particles would only be consistent as P 
 
 from __future__ import annotations
 
-import itertools
 import time
 from functools import lru_cache
 
@@ -32,6 +31,7 @@ import numpy as np
 
 from . import random as fast_random
 from .kernels import TransitionKernel, hais_kernel
+from .progress import close_bar, open_bar, tick
 from .result import AISResult, AnnealingError, AnnealingTrace
 from .schedules import make_schedule
 from .target import AnnealingTarget
@@ -46,32 +46,6 @@ def enable_x64():
     """Switch JAX to float64 (the estimators accumulate log weights over 10⁵ steps)."""
     if not jax.config.read("jax_enable_x64"):
         jax.config.update("jax_enable_x64", True)
-
-
-# ---------------------------------------------------------------------------------------------
-# progress bars from inside the scan
-_BARS: dict[int, object] = {}
-_RUN_IDS = itertools.count(1)
-
-
-def _tick(run_id, n):
-    bar = _BARS.get(int(run_id))
-    if bar is not None:
-        bar.update(int(n) - bar.n)
-
-
-def _open_bar(total, desc):
-    from tqdm.auto import tqdm
-
-    run_id = next(_RUN_IDS)
-    _BARS[run_id] = tqdm(total=total, desc=desc, leave=False, mininterval=0.3)
-    return run_id
-
-
-def _close_bar(run_id):
-    bar = _BARS.pop(run_id, None)
-    if bar is not None:
-        bar.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +128,7 @@ def anneal(
         lw = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
         summary = (acc_sum / count, eps_sum / count, _ess(lw), _log_mean_exp(lw), xs[2][-1])
         if progress is not None:
-            jax.debug.callback(_tick, progress, xs[0][-1], ordered=False)
+            jax.debug.callback(tick, progress, xs[0][-1], ordered=False)
         return (states, log_w, offset, nonfinite, grads), (summary, log_steps)
 
     per_bin = -(-num_steps // num_bins)
@@ -254,7 +228,7 @@ def _run(
     num_steps = len(betas) - 1
     num_particles = positions.shape[0]
     fn = _compiled(target, kernel, num_particles, num_bins, adapt_target, record, progress_bar)
-    run_id = _open_bar(num_steps, desc) if progress_bar else 0
+    run_id = open_bar(num_steps, desc) if progress_bar else 0
     try:
         out = fn(
             rng_key,
@@ -267,7 +241,7 @@ def _run(
         jax.block_until_ready(out)
     finally:
         if progress_bar:
-            _close_bar(run_id)
+            close_bar(run_id)
     _check_initial_density(out, num_particles)
     return out
 

@@ -36,6 +36,7 @@ import numpy as np
 from . import random as fast_random
 from .adaptation import adaptation_init, adaptation_schedule, adaptation_update
 from .lookahead import FLIPS, lookahead_transition
+from .progress import close_bar, maybe_tick, open_bar
 from .target import Potential
 
 __all__ = [
@@ -190,7 +191,9 @@ def _compiled(
     kernel = build_kernel(num_steps, lookahead, flips)
     in_slow, ends = adaptation_schedule(num_warmup, adapt_mass)
 
-    def one_chain(rng_key, position, step_size, refresh, target_accept):
+    every = max(1, (num_warmup + num_samples) // 100)
+
+    def one_chain(rng_key, position, step_size, refresh, target_accept, run_id):
         k_init, k_eps, k_warm, k_samp = jax.random.split(rng_key, 4)
         dim = position.shape[0]
         inv_mass = jnp.ones(dim, position.dtype)
@@ -205,6 +208,7 @@ def _compiled(
         def warm(carry, xs):
             state, adapt, grads = carry
             i, slow, end = xs
+            maybe_tick(run_id, i, every)
             key = jax.random.fold_in(k_warm, i)
             state, info = kernel(
                 key,
@@ -234,6 +238,8 @@ def _compiled(
         inv_mass = adapt.inverse_mass
 
         def draw(state, i):
+            maybe_tick(run_id, num_warmup + i, every)
+
             def one(state, j):
                 key = jax.random.fold_in(k_samp, i * thinning + j)
                 return kernel(key, state, logdensity_fn, eps, refresh, inv_mass)
@@ -250,7 +256,7 @@ def _compiled(
         return xs, logp, info, eps, inv_mass, warm_grads
 
     if chain_method == "vectorized":
-        return jax.jit(jax.vmap(one_chain, (0, 0, None, None, None)))
+        return jax.jit(jax.vmap(one_chain, (0, 0, None, None, None, None)))
     return jax.jit(lambda *a: jax.lax.map(lambda kp: one_chain(*kp, *a[2:]), (a[0], a[1])))
 
 
@@ -270,6 +276,7 @@ def sample(
     adapt_mass: bool = True,
     thinning: int = 1,
     chain_method: str = "vectorized",
+    progress_bar: bool = True,
 ) -> MCMCResult:
     """Warmup and sampling for several chains in one compiled call.
 
@@ -292,6 +299,8 @@ def sample(
     chain_method : {"vectorized", "sequential"}
         ``vmap`` over chains (every chain waits for the slowest look-ahead) or ``lax.map``
         (each chain does only its own work).
+    progress_bar : bool
+        Show a progress bar (iterations of the slowest chain).
 
     Returns
     -------
@@ -325,10 +334,20 @@ def sample(
     )
     keys = jax.random.split(rng_key, x0.shape[0])
     start = time.perf_counter()
-    xs, logp, info, eps, inv_mass, warm_grads = fn(
-        keys, x0, jnp.asarray(step_size or 0.0), jnp.asarray(refresh), jnp.asarray(target_accept)
-    )
-    jax.block_until_ready(xs)
+    run_id = open_bar(num_warmup + num_samples, "reduced-flip HMC") if progress_bar else 0
+    try:
+        xs, logp, info, eps, inv_mass, warm_grads = fn(
+            keys,
+            x0,
+            jnp.asarray(step_size or 0.0),
+            jnp.asarray(refresh),
+            jnp.asarray(target_accept),
+            run_id,
+        )
+        jax.block_until_ready(xs)
+    finally:
+        if progress_bar:
+            close_bar(run_id)
     wall = time.perf_counter() - start
     stats = {name: np.asarray(v) for name, v in info._asdict().items()}
     stats["logdensity"] = np.asarray(logp)
