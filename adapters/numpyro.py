@@ -36,11 +36,21 @@ from numpyro.infer.util import (
 from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
 
 import ppl_hais as ph
+from ppl_hais.adapters._numpyro_exchange import BoundedEnergyDist, Exchange  # noqa: F401
 from ppl_hais.adapters._numpyro_mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: F401
 from ppl_hais.arviz import from_ais
 from ppl_hais.compare import _pool
 
-__all__ = ["HAIS", "NumPyroTarget", "model_target", "laplace_initial", "guide_initial"]
+__all__ = [
+    "HAIS",
+    "BoundedEnergyDist",
+    "Exchange",
+    "ReducedFlipHMC",
+    "NumPyroTarget",
+    "model_target",
+    "laplace_initial",
+    "guide_initial",
+]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ target density over flat vectors) with a transition kernel and returns an :class
 Adapters for NumPyro and PyMC live in :mod:`ppl_hais.adapters`.
 """
 
-from . import mcmc, plots
+from . import exchange, mcmc, plots
 from .compare import compare_evidence
 from .driver import ais, enable_x64, hais
+from .exchange import BoundedEnergy, RejectionBudgetError
 from .kernels import (
     TransitionKernel,
     hais_kernel,
@@ -24,12 +25,15 @@ from .target import AnnealingTarget, Gaussian, Potential
 __version__ = "0.1.0"
 
 __all__ = [
+    "exchange",
     "mcmc",
     "plots",
     "AISResult",
     "AnnealingError",
     "AnnealingTarget",
     "AnnealingTrace",
+    "BoundedEnergy",
+    "RejectionBudgetError",
     "Gaussian",
     "LogLikelihoodEstimate",
     "Potential",

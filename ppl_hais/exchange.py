@@ -1,0 +1,329 @@
+"""Exchange sampling for doubly-intractable posteriors with bounded partition functions (seed 003).
+
+The model p(x | θ) = π(x) σ(−E(x; θ)) / Z(θ), with σ the logistic function and π an envelope
+that is easy to sample: since 0 < σ(−E) < 1, rejection from π gives exact draws, and
+Z(θ) = E_π[σ(−E(x; θ))] ∈ (0, 1] is the acceptance rate. The exchange algorithm (Murray,
+Ghahramani & MacKay 2006) then samples θ from p(θ | x₁…x_N) without Z(θ): propose θ', draw N
+fantasy data w ~ p(· | θ'), and accept with (seed 003, "Baby and Toy")
+
+    a = q(θ ← θ') p(θ') / (q(θ' ← θ) p(θ))
+        · Π_n σ(−E(x_n; θ')) σ(−E(w_n; θ)) / (σ(−E(x_n; θ)) σ(−E(w_n; θ'))),
+
+computed in log space with log σ(−E) = −softplus(E). Rejection sampling costs 1/Z(θ)
+proposals per draw, which grows exponentially with the dimension of x (seed 003): every sampler
+here has a proposal budget and fails with :class:`RejectionBudgetError` when it is spent.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> envelope = ph.exchange.GaussianEnvelope(jnp.zeros(2))
+>>> model = ph.BoundedEnergy(lambda x, th: th * jnp.sum(x), envelope)
+>>> draws, used = model.sample(jax.random.key(0), 1.0, 100)
+>>> draws.shape
+(100, 2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "BernoulliEnvelope",
+    "BoundedEnergy",
+    "ExchangeInfo",
+    "GaussianEnvelope",
+    "RejectionBudgetError",
+    "UniformEnvelope",
+    "exchange_step",
+    "gibbs_fantasy",
+]
+
+
+class RejectionBudgetError(RuntimeError):
+    """Exact sampling by rejection ran out of proposals."""
+
+
+def budget_message(accepted, needed, proposals):
+    rate = accepted / max(proposals, 1)
+    return (
+        f"rejection sampling spent its budget of {proposals} proposals and produced only "
+        f"{accepted} of {needed} exact draws (acceptance rate {rate:.3g} = Z(θ), so about "
+        f"{1 / max(rate, 1e-300):.3g} proposals per draw). Rejection from the envelope is "
+        "exponentially inefficient as the dimension of x grows (seed 003): raise max_proposals, "
+        "choose an envelope closer to the model, or use the approximate (MCMC fantasy) mode."
+    )
+
+
+# ---------------------------------------------------------------------------- envelopes
+def _like(a, x):
+    """``a`` (event-shaped or scalar) reshaped to broadcast against ``x`` (batch + event)."""
+    a = jnp.asarray(a, x.dtype)
+    return a.reshape((1,) * (x.ndim - a.ndim) + a.shape)
+
+
+@dataclass(frozen=True, eq=False)
+class GaussianEnvelope:
+    """π(x) = N(mean, diag(scale²)) over x of shape (D,)."""
+
+    mean: Any
+    scale: Any = 1.0
+
+    def sample(self, key, sample_shape=()):
+        mean = jnp.asarray(self.mean, jnp.result_type(float))
+        eps = jax.random.normal(key, tuple(sample_shape) + mean.shape, mean.dtype)
+        return _like(mean, eps) + eps * _like(self.scale, eps)
+
+    def log_prob(self, x):
+        scale = _like(self.scale, x) * jnp.ones_like(x)
+        z = (x - _like(self.mean, x)) / scale
+        return jnp.sum(-0.5 * z**2 - jnp.log(scale) - 0.5 * np.log(2 * np.pi), -1)
+
+
+@dataclass(frozen=True, eq=False)
+class UniformEnvelope:
+    """π(x) uniform on the box [lower, upper]."""
+
+    lower: Any
+    upper: Any
+
+    def sample(self, key, sample_shape=()):
+        lo = jnp.asarray(self.lower, jnp.result_type(float))
+        u = jax.random.uniform(key, tuple(sample_shape) + lo.shape, lo.dtype)
+        return _like(lo, u) + u * (_like(self.upper, u) - _like(lo, u))
+
+    def log_prob(self, x):
+        lo, hi = _like(self.lower, x), _like(self.upper, x)
+        inside = jnp.all((x >= lo) & (x <= hi), -1)
+        width = jnp.sum(jnp.log(hi - lo) * jnp.ones_like(x), -1)
+        return jnp.where(inside, -width, -jnp.inf)
+
+
+@dataclass(frozen=True, eq=False)
+class BernoulliEnvelope:
+    """Independent Bernoulli(probs) bits (binary x, e.g. Ising models with probs = ½)."""
+
+    probs: Any
+
+    def sample(self, key, sample_shape=()):
+        p = jnp.asarray(self.probs, jnp.result_type(float))
+        shape = tuple(sample_shape) + p.shape
+        return jax.random.bernoulli(key, jnp.broadcast_to(p, shape)).astype(p.dtype)
+
+    def log_prob(self, x):
+        p = _like(self.probs, x)
+        return jnp.sum(x * jnp.log(p) + (1 - x) * jnp.log1p(-p), -1)
+
+
+# ---------------------------------------------------------------------------- the model
+@dataclass(frozen=True, eq=False)
+class BoundedEnergy:
+    """p(x | θ) = π(x) / (Z(θ) (1 + exp E(x; θ))), sampled exactly by rejection from π.
+
+    Parameters
+    ----------
+    energy_fn : callable
+        ``energy_fn(x, theta) -> scalar`` for one x of the envelope's event shape.
+    envelope : distribution
+        Has ``sample(key, sample_shape)`` and ``log_prob(x)`` (the envelopes here, or any
+        NumPyro distribution).
+    """
+
+    energy_fn: Any
+    envelope: Any
+
+    def log_factor(self, x, theta):
+        """log σ(−E(x; θ)) = −softplus(E) per datum (x has a leading batch axis)."""
+        return -jax.nn.softplus(jax.vmap(lambda xi: self.energy_fn(xi, theta))(x))
+
+    def log_prob_unnormalized(self, x, theta):
+        """log π(x) + log σ(−E(x; θ)): log p(x | θ) + log Z(θ), per datum."""
+        return self.envelope.log_prob(x) + self.log_factor(x, theta)
+
+    def sample(self, key, theta, num: int, *, max_proposals: int = 1_000_000, batch_size=None):
+        """``num`` exact draws; returns ``(draws, proposals_used)``.
+
+        Raises :class:`RejectionBudgetError` when ``max_proposals`` are spent first. Under
+        ``jit`` use :meth:`sample_with_status` and check its status.
+        """
+        draws, used, filled = self.sample_with_status(
+            key, theta, num, max_proposals=max_proposals, batch_size=batch_size
+        )
+        if int(filled) < num:
+            raise RejectionBudgetError(budget_message(int(filled), num, int(used)))
+        return draws, used
+
+    def sample_with_status(self, key, theta, num: int, *, max_proposals=1_000_000, batch_size=None):
+        """Jittable rejection sampler: ``(draws, proposals_used, number_filled)``.
+
+        Proposals come in batches; the count stops at the proposal that completed the last
+        draw, so ``proposals_used / num`` estimates 1/Z(θ). Rows past ``number_filled`` are
+        undefined when the budget ran out.
+        """
+        num = int(num)
+        batch = int(batch_size or max(2 * num, 256))
+        proto = self.envelope.sample(jax.random.key(0), (1,))
+        out0 = jnp.zeros((num,) + proto.shape[1:], proto.dtype)
+
+        def cond(c):
+            _, _, filled, used = c
+            return (filled < num) & (used < max_proposals)
+
+        def body(c):
+            key, out, filled, used = c
+            key, k_x, k_u = jax.random.split(key, 3)
+            x = self.envelope.sample(k_x, (batch,))
+            log_u = jnp.log(jax.random.uniform(k_u, (batch,), minval=1e-300))
+            accept = log_u < self.log_factor(x, theta)
+            rank = filled + jnp.cumsum(accept) - 1
+            idx = jnp.where(accept & (rank < num), rank, num)
+            out = out.at[idx].set(x, mode="drop")
+            needed = num - filled
+            total = jnp.cumsum(accept)
+            done_here = total[-1] >= needed
+            used_here = jnp.where(done_here, jnp.argmax(total >= needed) + 1, batch)
+            filled = jnp.minimum(filled + total[-1], num).astype(jnp.int32)
+            return key, out, filled, (used + used_here).astype(jnp.int32)
+
+        _, out, filled, used = jax.lax.while_loop(
+            cond, body, (key, out0, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+        )
+        return out, used, filled
+
+    def partition_function(self, key, theta, num: int = 100_000):
+        """Monte Carlo Z(θ) = E_π[σ(−E)] (the rejection sampler's acceptance rate)."""
+        x = self.envelope.sample(key, (num,))
+        return jnp.mean(jnp.exp(self.log_factor(x, theta)))
+
+
+# ---------------------------------------------------------------------------- approximate mode
+def gibbs_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int):
+    """Approximate fantasy data for binary x: ``num_sweeps`` single-site Gibbs sweeps of
+    p(x | θ) from ``start`` (N, D). Not exact: an exchange chain using it is approximate."""
+    D = start.shape[-1]
+
+    def site(x, args):
+        key, d = args
+        x1, x0 = x.at[:, d].set(1.0), x.at[:, d].set(0.0)
+        logit = model.log_prob_unnormalized(x1, theta) - model.log_prob_unnormalized(x0, theta)
+        bit = jax.random.uniform(key, (x.shape[0],)) < jax.nn.sigmoid(logit)
+        return x.at[:, d].set(bit.astype(x.dtype)), None
+
+    keys = jax.random.split(key, num_sweeps * D)
+    sites = jnp.tile(jnp.arange(D), num_sweeps)
+    x, _ = jax.lax.scan(site, start, (keys, sites))
+    return x
+
+
+# ---------------------------------------------------------------------------- the transition
+class ExchangeInfo(NamedTuple):
+    acceptance_rate: Any
+    is_accepted: Any
+    proposals_per_draw: Any  # rejection proposals per exact fantasy datum (≈ 1/Z(θ'))
+    budget_exhausted: Any  # True: the move used incomplete fantasy data (a run must fail)
+
+
+def exchange_step(
+    key,
+    theta,
+    log_prior,
+    data,
+    model_at,
+    scale,
+    *,
+    max_proposals: int = 1_000_000,
+    approximate_sweeps: int = 0,
+):
+    """One exchange update of the flat parameter vector ``theta``.
+
+    ``log_prior(theta)`` is the prior log density (with Jacobians in an unconstrained space);
+    ``model_at(theta) -> (BoundedEnergy, theta_model)`` gives the model and the parameter the
+    energy takes. Symmetric Gaussian random-walk proposal with per-coordinate ``scale``.
+    ``approximate_sweeps > 0`` draws the fantasy data by Gibbs from the observed data instead of
+    exactly (binary x only; approximate).
+    """
+    k_prop, k_fant, k_acc = jax.random.split(key, 3)
+    proposal = theta + scale * jax.random.normal(k_prop, theta.shape, theta.dtype)
+    model, th = model_at(theta)
+    _, th_new = model_at(proposal)
+    n = data.shape[0]
+    if approximate_sweeps > 0:
+        fantasy = gibbs_fantasy(k_fant, model, th_new, data, approximate_sweeps)
+        used, filled = jnp.zeros((), jnp.int32), jnp.asarray(n, jnp.int32)
+    else:
+        fantasy, used, filled = model.sample_with_status(
+            k_fant, th_new, n, max_proposals=max_proposals
+        )
+    log_a = (
+        log_prior(proposal)
+        - log_prior(theta)
+        + jnp.sum(model.log_factor(data, th_new) - model.log_factor(data, th))
+        + jnp.sum(model.log_factor(fantasy, th) - model.log_factor(fantasy, th_new))
+    )
+    exhausted = filled < n
+    log_a = jnp.where(jnp.isnan(log_a) | exhausted, -jnp.inf, log_a)
+    accept = jnp.log(jax.random.uniform(k_acc, (), theta.dtype)) < log_a
+    info = ExchangeInfo(jnp.exp(jnp.minimum(log_a, 0.0)), accept, used / n, exhausted)
+    return jnp.where(accept, proposal, theta), info
+
+
+def adapt_log_scale(log_scale, acceptance, t, target=0.3):
+    """Robbins–Monro on the log proposal scale toward ``target`` acceptance (warmup only)."""
+    return log_scale + (acceptance - target) / jnp.sqrt(t + 1.0)
+
+
+def sample(
+    key,
+    model: BoundedEnergy,
+    data,
+    log_prior,
+    theta0,
+    *,
+    num_warmup: int = 500,
+    num_samples: int = 2000,
+    scale: float = 0.5,
+    max_proposals: int = 1_000_000,
+    approximate_sweeps: int = 0,
+):
+    """A single exchange chain over flat θ (the model takes θ as it is); returns
+    ``(samples (num_samples, dim), stats dict)``. Raises :class:`RejectionBudgetError`
+    when any fantasy draw ran out of proposals."""
+    theta0 = jnp.atleast_1d(jnp.asarray(theta0, jnp.result_type(float)))
+    data = jnp.asarray(data)
+
+    def model_at(th):
+        return model, (th[0] if theta0.shape[0] == 1 else th)
+
+    def lp(th):
+        return log_prior(th[0] if theta0.shape[0] == 1 else th)
+
+    @jax.jit
+    def run(key):
+        def step(carry, i):
+            theta, log_scale, bad = carry
+            theta, info = exchange_step(
+                jax.random.fold_in(key, i), theta, lp, data, model_at, jnp.exp(log_scale),
+                max_proposals=max_proposals, approximate_sweeps=approximate_sweeps,
+            )  # fmt: skip
+            log_scale = jnp.where(
+                i < num_warmup, adapt_log_scale(log_scale, info.acceptance_rate, i), log_scale
+            )
+            return (theta, log_scale, bad | info.budget_exhausted), (theta, info)
+
+        carry = (theta0, jnp.log(jnp.asarray(scale, theta0.dtype)), jnp.zeros((), bool))
+        return jax.lax.scan(step, carry, jnp.arange(num_warmup + num_samples))
+
+    (theta, log_scale, bad), (thetas, info) = run(key)
+    info = jax.tree.map(lambda a: np.asarray(a[num_warmup:]), info)
+    if bool(bad):
+        raise RejectionBudgetError(
+            "an exchange move ran out of rejection proposals; "
+            f"mean proposals per exact draw so far: {float(np.mean(info.proposals_per_draw)):.3g}. "
+            + budget_message(0, 1, max_proposals)
+        )
+    stats = dict(info._asdict(), scale=float(np.exp(log_scale)), approximate=approximate_sweeps > 0)
+    return np.asarray(thetas[num_warmup:]), stats
