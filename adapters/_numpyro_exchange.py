@@ -17,8 +17,9 @@ from numpyro.distributions import constraints
 from numpyro.infer.initialization import init_to_sample
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import initialize_model
-from numpyro.util import identity, is_prng_key
+from numpyro.util import identity
 
+from ppl_hais.adapters._numpyro_kernel import first_chain, init_chains, phase_mean, split_init_key
 from ppl_hais.exchange import BoundedEnergy, adapt_log_scale, budget_message, exchange_step
 
 __all__ = ["BoundedEnergyDist", "Exchange", "ExchangeState"]
@@ -156,12 +157,8 @@ class Exchange(MCMCKernel):
         return identity if self._postprocess is None else self._postprocess
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        batched = not is_prng_key(rng_key)
-        if batched:
-            rng_key, key_model = jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1)
-        else:
-            rng_key, key_model = jax.random.split(rng_key)
-        one_key = key_model[0] if batched else key_model
+        batched, rng_key, key_model = split_init_key(rng_key)
+        one_key = first_chain(key_model, batched)
         tr = handlers.trace(handlers.seed(self._model, one_key)).get_trace(
             *model_args, **model_kwargs
         )
@@ -189,7 +186,7 @@ class Exchange(MCMCKernel):
         self._postprocess = info.postprocess_fn
         potential_fn = info.potential_fn
         params = info.param_info.z if init_params is None else init_params
-        one = jax.tree.map(lambda a: a[0], params) if batched else params
+        one = first_chain(params, batched)
         _, unravel = ravel_pytree(one)
         postprocess = info.postprocess_fn
         model = self._model
@@ -230,21 +227,14 @@ class Exchange(MCMCKernel):
                 adapt_log_scale(state.log_scale, info.acceptance_rate, state.i, target),
                 state.log_scale,
             )
-            n = jnp.where(warm, state.i + 1, state.i - num_warmup + 1).astype(theta.dtype)
-            prev = jnp.where(state.i == num_warmup, 0.0, state.mean_accept_prob)
             return ExchangeState(
                 state.i + 1, unravel(theta), theta, info.acceptance_rate.astype(theta.dtype),
-                prev + (info.acceptance_rate - prev) / n,
+                phase_mean(state.i, num_warmup, state.mean_accept_prob, info.acceptance_rate),
                 jnp.asarray(info.proposals_per_draw, theta.dtype), log_scale,
                 info.budget_exhausted, jnp.zeros((), bool), key,
             )  # fmt: skip
 
-        if batched:
-            state = jax.vmap(init_one)(rng_key, params)
-            self._sample_fn = jax.vmap(sample_one, in_axes=(0, None, None))
-        else:
-            state = init_one(rng_key, params)
-            self._sample_fn = sample_one
+        state, self._sample_fn = init_chains(init_one, sample_one, batched, rng_key, params)
         return state
 
     def sample(self, state, model_args, model_kwargs):

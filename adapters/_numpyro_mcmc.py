@@ -23,6 +23,7 @@ from ppl_hais.adaptation import (
     adaptation_schedule,
     adaptation_update,
 )
+from ppl_hais.adapters._numpyro_kernel import first_chain, init_chains, phase_mean, split_init_key
 from ppl_hais.mcmc import ReducedFlipState, build_kernel, find_reasonable_step_size
 from ppl_hais.mcmc import init as core_init
 
@@ -153,7 +154,7 @@ class ReducedFlipHMC(MCMCKernel):
 
     def _density(self, rng_key, init_params, model_args, model_kwargs):
         if self._model is not None:
-            key_model_trace = rng_key if is_prng_key(rng_key) else rng_key[0]
+            key_model_trace = first_chain(rng_key, not is_prng_key(rng_key))
             tr = handlers.trace(handlers.seed(self._model, key_model_trace)).get_trace(
                 *model_args, **model_kwargs
             )
@@ -176,13 +177,9 @@ class ReducedFlipHMC(MCMCKernel):
         return potential_fn, init_params
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        batched = not is_prng_key(rng_key)
-        if batched:
-            rng_key, key_model = jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1)
-        else:
-            rng_key, key_model = jax.random.split(rng_key)
+        batched, rng_key, key_model = split_init_key(rng_key)
         potential_fn, init_params = self._density(key_model, init_params, model_args, model_kwargs)
-        one = jax.tree.map(lambda a: a[0], init_params) if batched else init_params
+        one = first_chain(init_params, batched)
         _, unravel = ravel_pytree(one)
 
         def logdensity(x):
@@ -227,21 +224,14 @@ class ReducedFlipHMC(MCMCKernel):
                     in_slow[j], ends[j], target,
                 )  # fmt: skip
                 adapt = jax.tree.map(lambda a, b: jnp.where(warm, a, b), new, adapt)
-            n = jnp.where(warm, state.i + 1, state.i - num_warmup + 1).astype(eps.dtype)
-            prev = jnp.where(state.i == num_warmup, 0.0, state.mean_accept_prob)
-            mean_acc = prev + (info.acceptance_rate - prev) / n
+            mean_acc = phase_mean(state.i, num_warmup, state.mean_accept_prob, info.acceptance_rate)
             return ReducedFlipHMCState(
                 state.i + 1, unravel(core.position), -core.logdensity, core, eps,
                 info.acceptance_rate, mean_acc, info.is_flipped, info.lookahead_depth,
                 info.num_gradients, info.is_divergent, adapt, key,
             )  # fmt: skip
 
-        if batched:
-            state = jax.vmap(init_one)(rng_key, init_params)
-            self._sample_fn = jax.vmap(sample_one, in_axes=(0, None, None))
-        else:
-            state = init_one(rng_key, init_params)
-            self._sample_fn = sample_one
+        state, self._sample_fn = init_chains(init_one, sample_one, batched, rng_key, init_params)
         return state
 
     def sample(self, state, model_args, model_kwargs):
