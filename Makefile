@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/pymc_vs_smc.py --out docs/pymc_vs_smc.md
 	$(PY) benchmarks/hais_flips.py --seeds 8
 	$(PY) benchmarks/reduced_flips.py --seeds 3
+	$(PY) benchmarks/exchange_demo.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ppl_hais adapters tests benchmarks

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.special import expit, log_expit
 
 import ppl_hais as ph
@@ -31,6 +32,17 @@ def _within(draws, mean, sd):
     assert abs(draws.mean() - mean) < 5 * sd / np.sqrt(ess), (draws.mean(), mean)
     ess2 = float(az.ess((draws - mean) ** 2))
     assert abs(np.mean((draws - mean) ** 2) - sd**2) < 5 * np.sqrt(2) * sd**2 / np.sqrt(ess2)
+
+
+def _ks_against_grid(draws, grid, log_post):
+    """KS test of MCMC draws, thinned to about one per effective sample, against a grid CDF."""
+    draws = np.asarray(draws).reshape(-1)
+    thin = max(1, int(np.ceil(draws.size / float(az.ess(draws[None])))))
+    w = np.exp(log_post - log_post.max())
+    cdf = np.concatenate([[0.0], np.cumsum(0.5 * (w[1:] + w[:-1]) * np.diff(grid))])
+    cdf /= cdf[-1]
+    p = stats.kstest(draws[::thin], lambda t: np.interp(t, grid, cdf)).pvalue
+    assert p > 1e-3, (p, thin)
 
 
 def _grid_moments(grid, log_post):
@@ -84,6 +96,7 @@ def test_posterior_1d_against_quadrature_grid():
     log_post = -(grid**2) / 8 + np.array([np.sum(log_expit(-(t * d2 - 1))) for t in grid])
     mean, sd = _grid_moments(grid, log_post - 40 * log_z)
     _within(theta[:, 0], mean, sd)
+    _ks_against_grid(theta[:, 0], grid, log_post - 40 * log_z)
     assert 0.15 < stats["acceptance_rate"].mean() < 0.6
     assert stats["proposals_per_draw"].mean() >= 1.0 and stats["approximate"] is False
     # ignoring Z(θ) (the obvious wrong approach) gives a visibly different posterior
@@ -105,9 +118,12 @@ def _ising_bonds(side=4):
 BONDS = _ising_bonds()
 
 
+OFFSET = 4.0  # without it E is odd under a sublattice spin flip and Z(J) ≡ ½ (no test of Z)
+
+
 def ising_energy(x, coupling):
     s = 2.0 * x - 1.0
-    return -coupling * jnp.sum(s[BONDS[:, 0]] * s[BONDS[:, 1]])
+    return -coupling * (jnp.sum(s[BONDS[:, 0]] * s[BONDS[:, 1]]) - OFFSET)
 
 
 def test_ising_4x4_against_enumeration():
@@ -119,14 +135,19 @@ def test_ising_4x4_against_enumeration():
     d = 2 * np.asarray(data) - 1
     data_bonds = np.sum(d[:, BONDS[:, 0]] * d[:, BONDS[:, 1]], axis=1)
     grid = np.linspace(-1.0, 2.0, 601)
-    log_z = np.array([np.log(np.mean(expit(g * bond_sum))) for g in grid])  # E = −J·bonds
-    log_post = -0.5 * grid**2 + np.array([np.sum(log_expit(g * data_bonds)) for g in grid])
+    log_z = np.array([np.log(np.mean(expit(g * (bond_sum - OFFSET)))) for g in grid])
+    log_post = -0.5 * grid**2 + np.array(
+        [np.sum(log_expit(g * (data_bonds - OFFSET))) for g in grid]
+    )
     mean, sd = _grid_moments(grid, log_post - 30 * log_z)
+    wrong_mean, _ = _grid_moments(grid, log_post)  # Z(J) matters here: ignoring it is far off
+    assert abs(wrong_mean - mean) > 2 * sd
     theta, _ = ex.sample(
         jax.random.key(4), model, data, lambda t: -0.5 * t**2, 0.0,
         num_warmup=500, num_samples=10_000,
     )  # fmt: skip
     _within(theta[:, 0], mean, sd)
+    _ks_against_grid(theta[:, 0], grid, log_post - 30 * log_z)
     # the approximate (Gibbs fantasy) mode runs, is labelled, and lands near the answer
     approx, stats = ex.sample(
         jax.random.key(5), model, data, lambda t: -0.5 * t**2, 0.0,
