@@ -105,7 +105,8 @@ def part1(lines, quick):
         "## Proposals per exact draw against dimension (seed 003's warning)",
         "",
         "Energy family E(x; θ) = θ‖x‖² − 1 under the envelope N(0, I_d). The acceptance rate "
-        "of the rejection sampler is Z_d(θ) = E[σ(1 − θS)], S ~ χ²_d (quadrature); measured = proposals "
+        "of the rejection sampler is Z_d(θ) = E[σ(1 − θS)], S ~ χ²_d (quadrature); measured = "
+        "proposals "
         f"used for {num} exact draws / {num}, budget {budget:.0e} proposals.",
         "",
         "![proposals per draw](exchange_dimension.png)",
