@@ -35,6 +35,7 @@ import ppl_hais as ph  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+REPORT = "reduced_flips.md"
 
 
 # ---------------------------------------------------------------------------- targets
@@ -270,6 +271,7 @@ def part2(quick, seeds, lines, skip=(), draws=2000):
             f"{med['ours: reduced, K=1'][0] / med['ours: standard, K=1'][0]:.2f} |"
         )
         print(name, "done", flush=True)
+        write(lines + ["", "(partial: the run is still going)"])
     lines += [
         "",
         "Ratios of min ESS(x) per executed gradient:",
@@ -281,13 +283,23 @@ def part2(quick, seeds, lines, skip=(), draws=2000):
     ]
 
 
+def write(lines):
+    with open(os.path.join(DOCS, REPORT), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
+    global DOCS, REPORT
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--draws", type=int, default=2000)
     p.add_argument("--skip", default="", help="comma-separated target-name fragments to leave out")
+    p.add_argument("--no-reproduction", action="store_true", help="leave out part 1 (Fig. 6.3)")
+    p.add_argument("--out", default=DOCS, help="folder for the report and the plot")
+    p.add_argument("--report", default="reduced_flips.md", help="report file name")
     a = p.parse_args()
+    DOCS, REPORT = a.out, a.report
     lines = [
         "# HMC with reduced momentum flips: reproduction and peers",
         "",
@@ -297,11 +309,11 @@ def main():
         f"Machine: {_machine.describe()}.",
         "",
     ]
-    part1(a.quick, lines)
+    if not a.no_reproduction:
+        part1(a.quick, lines)
     skip = tuple(k for k in a.skip.split(",") if k)
     part2(a.quick, a.seeds, lines, skip, a.draws)
-    with open(os.path.join(DOCS, "reduced_flips.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write(lines)
     print("\n".join(lines))
 
 
