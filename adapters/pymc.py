@@ -18,6 +18,9 @@ prior to draw from, so it is annealed). Both are compiled to JAX with PyMC's own
 
 from __future__ import annotations
 
+import hashlib
+from functools import cached_property
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,6 +29,7 @@ from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constant
 from pymc.initial_point import make_initial_point_expression
 from pymc.sampling.jax import get_jaxified_graph
 from pymc.util import get_default_varnames
+from pytensor.compile.sharedvalue import SharedVariable
 
 import ppl_hais as ph
 from ppl_hais.arviz import from_ais
@@ -131,6 +135,16 @@ class PyMCTarget:
     def constrain(self, z):
         return self._constrain(*self.unravel(z))
 
+    @cached_property
+    def constrain_batch(self):
+        """Constrained values (and deterministics) of a batch of flat vectors, compiled once."""
+        return jax.jit(jax.vmap(self.constrain))
+
+    @cached_property
+    def prior_target(self):
+        """The core's target annealed from the prior (one object, so compiled scans are reused)."""
+        return ph.AnnealingTarget(initial=_HostPrior(self), log_likelihood=self.log_likelihood)
+
 
 class _HostPrior:
     """The prior as an initial distribution: exact draws by PyMC on the host, density in JAX."""
@@ -147,6 +161,29 @@ class _HostPrior:
 
     def log_density(self, z):
         return self.target.log_prior(z)
+
+
+def _fingerprint(model):
+    """What the compiled target depends on: the variables and the current values of shared
+    data (``get_jaxified_graph`` bakes ``pm.Data`` in as constants: ``pm.set_data`` recompiles)."""
+    shared = []
+    for var in model.named_vars.values():
+        if isinstance(var, SharedVariable):
+            value = np.asarray(var.get_value(borrow=True))
+            shared.append((var.name, value.shape, hashlib.sha1(value.tobytes()).hexdigest()))
+    return tuple(model.named_vars), tuple(shared)
+
+
+def _cached_target(model) -> PyMCTarget:
+    """One PyMCTarget per model (and data): a second call on the same model reuses the compiled
+    JAX graphs and the annealer's compiled scans instead of compiling them again."""
+    key = _fingerprint(model)
+    hit = getattr(model, "_ppl_hais_target", None)  # kept on the model: freed with it
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    target = PyMCTarget(model)
+    model._ppl_hais_target = (key, target)
+    return target
 
 
 def _initial(target, initial, seed):
@@ -219,12 +256,10 @@ def sample_hais(
     model = pm.modelcontext(model)
     ph.enable_x64()
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
-    target = PyMCTarget(model)
+    target = _cached_target(model)
     init = _initial(target, initial, int(seed))
     if isinstance(init, str):  # the prior: draw it on the host once per chain
-        core_target = ph.AnnealingTarget(
-            initial=_HostPrior(target), log_likelihood=target.log_likelihood
-        )
+        core_target = target.prior_target
     else:
         core_target = ph.AnnealingTarget(initial=init, log_density=target.log_joint)
     keys = jax.random.split(jax.random.key(int(seed)), chains)
@@ -242,7 +277,7 @@ def sample_hais(
         for k in keys
     ]
     zs = np.stack([r.particles[r.resample(c)] for c, r in enumerate(results)])
-    values = jax.jit(jax.vmap(target.constrain))(jnp.asarray(zs.reshape(-1, target.dim)))
+    values = target.constrain_batch(jnp.asarray(zs.reshape(-1, target.dim)))
     posterior = {
         v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
         for v, val in zip(target._outputs, values, strict=True)
@@ -336,9 +371,7 @@ def sample_reduced_flip_hmc(
         thinning=thinning,
         progress_bar=progressbar,
     )
-    values = jax.jit(jax.vmap(target.constrain))(
-        jnp.asarray(result.samples.reshape(-1, target.dim))
-    )
+    values = target.constrain_batch(jnp.asarray(result.samples.reshape(-1, target.dim)))
     posterior = {
         v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
         for v, val in zip(target._outputs, values, strict=True)

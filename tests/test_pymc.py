@@ -207,3 +207,29 @@ def test_flat_prior_with_laplace_start():
         pm.Normal("y", mu, 1.0, observed=y)
     _, est, se = evidence(flat, initial="laplace", num_steps=300)
     check(est, se, -0.5 * np.sum((y - y.mean()) ** 2) - np.log(2 * np.pi) - 0.5 * np.log(3))
+
+
+def test_repeat_calls_reuse_compilation_and_follow_set_data():
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=8)
+    x1, x2 = rng.normal(size=8), 3.0 * rng.normal(size=8)
+
+    def exact(x):
+        return multivariate_normal(np.zeros(8), np.eye(8) + np.outer(x, x)).logpdf(y)
+
+    with pm.Model() as model:
+        x = pm.Data("x", x1)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu * x, 1.0, observed=y)
+    _, est, se = evidence(model)
+    check(est, se, exact(x1))
+    target = php._cached_target(model)
+    _, est, se = evidence(model, random_seed=2)  # same model and data: same compiled target
+    check(est, se, exact(x1))
+    assert php._cached_target(model) is target
+    with model:
+        pm.set_data({"x": x2})
+    _, est, se = evidence(model)  # new data: recompiled, the evidence follows it
+    assert php._cached_target(model) is not target
+    check(est, se, exact(x2))
+    assert abs(exact(x2) - exact(x1)) > 10 * se
