@@ -93,7 +93,8 @@ class Exchange(MCMCKernel):
     unconstrained space (scale adapted toward ``target_accept_prob`` during warmup). Each move
     draws N exact fantasy data from p(· | θ') by rejection; a move whose rejection budget runs
     out stops the run with an error (never a silent partial draw). ``approximate_sweeps=k``
-    replaces exact fantasies by k Gibbs sweeps from the data (binary x; *approximate*).
+    replaces exact fantasies by k MCMC sweeps from the data (Gibbs for binary x, HMC for
+    continuous x; *approximate*).
 
     Extra fields: ``accept_prob``, ``proposals_per_draw`` (≈ 1/Z(θ')), ``log_scale``.
 

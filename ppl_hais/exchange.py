@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import mcmc
+
 __all__ = [
     "BernoulliEnvelope",
     "BoundedEnergy",
@@ -41,6 +43,7 @@ __all__ = [
     "UniformEnvelope",
     "exchange_step",
     "gibbs_fantasy",
+    "hmc_fantasy",
 ]
 
 
@@ -219,6 +222,38 @@ def gibbs_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int):
     return x
 
 
+def hmc_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int, num_leapfrog: int = 8):
+    """Approximate fantasy data for continuous x: ``num_sweeps`` HMC transitions (full momentum
+    refresh, ``num_leapfrog`` steps) of p(x | θ) per datum from ``start`` (N, D). The step size
+    is a fixed fraction of the envelope's scale (Gaussian or uniform box). Not exact: an
+    exchange chain using it is approximate."""
+    env = model.envelope
+    if isinstance(env, GaussianEnvelope):
+        step = 0.25 * jnp.min(jnp.asarray(env.scale, start.dtype))
+    elif isinstance(env, UniformEnvelope):
+        step = 0.05 * jnp.min(jnp.asarray(env.upper, start.dtype) - jnp.asarray(env.lower))
+    else:
+        raise ValueError(
+            "the approximate mode needs a Bernoulli envelope (Gibbs) or a Gaussian/uniform one "
+            f"(HMC, step size from its scale); got {type(env).__name__}"
+        )
+    kernel = mcmc.build_kernel(num_steps=num_leapfrog, lookahead=1, flips="standard")
+
+    def logp(x):
+        return model.log_prob_unnormalized(x[None], theta)[0]
+
+    def one(key, x0):
+        state = mcmc.init(x0, logp, key)
+
+        def sweep(state, k):
+            return kernel(k, state, logp, step, refresh=1.0)[0], None
+
+        state, _ = jax.lax.scan(sweep, state, jax.random.split(key, num_sweeps))
+        return state.position
+
+    return jax.vmap(one)(jax.random.split(key, start.shape[0]), start)
+
+
 # ---------------------------------------------------------------------------- the transition
 class ExchangeInfo(NamedTuple):
     acceptance_rate: Any
@@ -243,8 +278,9 @@ def exchange_step(
     ``log_prior(theta)`` is the prior log density (with Jacobians in an unconstrained space);
     ``model_at(theta) -> (BoundedEnergy, theta_model)`` gives the model and the parameter the
     energy takes. Symmetric Gaussian random-walk proposal with per-coordinate ``scale``.
-    ``approximate_sweeps > 0`` draws the fantasy data by Gibbs from the observed data instead of
-    exactly (binary x only; approximate).
+    ``approximate_sweeps > 0`` draws the fantasy data by MCMC started at the observed data
+    instead of exactly (Gibbs sweeps for a Bernoulli envelope, HMC transitions for a Gaussian or
+    uniform one; approximate).
     """
     k_prop, k_fant, k_acc = jax.random.split(key, 3)
     proposal = theta + scale * jax.random.normal(k_prop, theta.shape, theta.dtype)
@@ -252,7 +288,8 @@ def exchange_step(
     _, th_new = model_at(proposal)
     n = data.shape[0]
     if approximate_sweeps > 0:
-        fantasy = gibbs_fantasy(k_fant, model, th_new, data, approximate_sweeps)
+        fantasy_fn = gibbs_fantasy if isinstance(model.envelope, BernoulliEnvelope) else hmc_fantasy
+        fantasy = fantasy_fn(k_fant, model, th_new, data, approximate_sweeps)
         used, filled = jnp.zeros((), jnp.int32), jnp.asarray(n, jnp.int32)
     else:
         fantasy, used, filled = model.sample_with_status(

@@ -102,6 +102,14 @@ def test_posterior_1d_against_quadrature_grid():
     # ignoring Z(θ) (the obvious wrong approach) gives a visibly different posterior
     wrong_mean, _ = _grid_moments(grid, log_post)
     assert abs(wrong_mean - mean) > 10 * sd / np.sqrt(float(az.ess(theta[None, :, 0])))
+    # the approximate mode (HMC fantasies from the data) runs, is labelled, and lands near it
+    approx, stats = ex.sample(
+        jax.random.key(3), model, data, lambda t: -0.5 * t**2 / 4.0, 0.0,
+        num_warmup=300, num_samples=3000, approximate_sweeps=5,
+    )  # fmt: skip
+    assert stats["approximate"] is True
+    assert abs(approx.mean() - mean) < 0.5 * sd
+    assert abs(approx.std() - sd) < 0.3 * sd
 
 
 def _ising_bonds(side=4):
