@@ -31,11 +31,19 @@ def _from_idata(idata):
 
 
 def _pool(log_z, se):
-    """Pool independent runs of equal size: log of the mean of the Ẑ's, and its delta-method SE."""
+    """Pool independent runs of equal size: log of the mean of the Ẑ's, and the variance of it.
+
+    The variance is the larger of two estimates: the runs' own (delta method on each run's SE
+    from its weights) and the runs' spread, Var_c(Ẑ_c/Ẑ)/C. Runs that disagree by more than
+    their weights say (heavy-tailed weights, a mode one run missed) widen the error bar.
+    """
     log_z, se = np.atleast_1d(log_z), np.atleast_1d(se)
-    est = float(logsumexp(log_z) - np.log(log_z.size))
+    c = log_z.size
+    est = float(logsumexp(log_z) - np.log(c))
     rel = np.exp(log_z - est)  # Ẑ_c / Ẑ
-    var = float(np.sum((rel * se) ** 2) / log_z.size**2)
+    var = float(np.sum((rel * se) ** 2) / c**2)
+    if c > 1:
+        var = max(var, float(np.var(rel, ddof=1) / c))
     return est, var
 
 

@@ -101,3 +101,17 @@ def test_plots(result):
     ax = ph.plots.plot_convergence([300], {"HAIS": [result]}, truth=result.log_z)
     assert ax.get_xscale() == "log"
     plt.close("all")
+
+
+def test_pooled_error_bar_uses_the_larger_of_own_and_between_run_spread():
+    from ppl_hais.compare import _pool
+
+    # runs that agree: the weights' SE stands (delta method: SE/√C for equal runs)
+    est, var = _pool([-5.0, -5.0, -5.0, -5.0], [0.1, 0.1, 0.1, 0.1])
+    assert est == pytest.approx(-5.0) and np.sqrt(var) == pytest.approx(0.05)
+    # runs that disagree far beyond their SEs: the spread of Ẑ_c/Ẑ sets the error bar
+    log_z = np.array([-5.0, -5.6, -4.7, -5.3])
+    est, var = _pool(log_z, [0.01] * 4)
+    rel = np.exp(log_z - est)
+    assert np.sqrt(var) == pytest.approx(np.std(rel, ddof=1) / 2)
+    assert np.sqrt(var) > 0.1
