@@ -1,6 +1,6 @@
 """PyMC users' comparison: php.sample_hais against pm.sample_smc on the same PyMC models.
 
-    python benchmarks/pymc_vs_smc.py [--seeds 5] [--out docs/pymc_vs_smc.md]
+    python benchmarks/pymc_vs_smc.py [--seeds 5] [--out docs/pymc_vs_smc.md] [--only funnel]
 
 Models with exact evidence: Bayesian linear regression (N(0, I) prior, unit noise, 50 points)
 in 10 and 20 dimensions; a 10-D hierarchical funnel (v ~ N(0, 3²), x_i | v ~ N(0, e^v),
@@ -8,10 +8,12 @@ y_i ~ N(x_i, 1), 9 observations; centred, so the posterior is a funnel) whose ev
 ∫ N(v; 0, 9) Π N(y_i; 0, e^v + 1) dv is a 1-D quadrature. pm.sample_smc with its defaults
 (2000 draws, 4 chains, IMH kernel); its estimate pools the chains (log of the mean Z).
 sample_hais: 512 particles, sigmoid schedule, pilot-tuned step size, at the listed number of
-temperatures and half of it; and 4 chains × 128 particles (its error bar pools the chains: the
-larger of their own SEs and their spread). Times: whole calls, the first on each model (compilation
-included) and the later ones (another seed: sample_hais keeps the compiled target on the model,
-PyTensor caches its compiled functions). One process, methods alternated per seed.
+temperatures and half of it; 4 chains × 128 particles (its error bar pools the chains: the
+larger of their own SEs and their spread); and 2048 particles at half the temperatures (about
+the time pm.sample_smc takes, for accuracy at equal time). Times: whole calls, the first on
+each model (compilation included) and the later ones (another seed: sample_hais keeps the
+compiled target on the model, PyTensor caches its compiled functions). One process, methods
+alternated per seed.
 """
 
 from __future__ import annotations
@@ -66,16 +68,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default="", help="run only the models whose name contains this")
     args = ap.parse_args()
     cases = [
         ("linear regression, 10-D", *blr(10), 2000),
         ("linear regression, 20-D", *blr(20), 2000),
         ("funnel (hierarchical), 10-D", *funnel(), 3000),
     ]
+    cases = [c for c in cases if args.only in c[0]]
     lines = [
         "# PyMC: sample_hais against pm.sample_smc",
         "",
-        f"Command: `python benchmarks/pymc_vs_smc.py --seeds {args.seeds}`  ",
+        f"Command: `python benchmarks/pymc_vs_smc.py --seeds {args.seeds}"
+        + (f" --only {args.only!r}" if args.only else "")
+        + "`  ",
         f"Machine: {_machine.describe()}, pymc {pm.__version__}; "
         f"{datetime.date.today().isoformat()}.",
         "",
@@ -95,6 +101,7 @@ def main():
             (f"sample_hais (512 particles, {steps} temperatures)", 512, 1, steps),
             (f"sample_hais (512 particles, {steps // 2} temperatures)", 512, 1, steps // 2),
             (f"sample_hais (4 chains × 128 particles, {steps} temperatures)", 128, 4, steps),
+            (f"sample_hais (2048 particles, {steps // 2} temperatures)", 2048, 1, steps // 2),
             ("pm.sample_smc (2000 draws × 4 chains)", None, 4, None),
         ]
         res = {v[0]: [] for v in variants}
