@@ -243,12 +243,13 @@ def hmc_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int, num_le
         return model.log_prob_unnormalized(x[None], theta)[0]
 
     def one(key, x0):
-        state = mcmc.init(x0, logp, key)
+        k_init, k_run = jax.random.split(key)
+        state = mcmc.init(x0, logp, k_init)
 
         def sweep(state, k):
             return kernel(k, state, logp, step, refresh=1.0)[0], None
 
-        state, _ = jax.lax.scan(sweep, state, jax.random.split(key, num_sweeps))
+        state, _ = jax.lax.scan(sweep, state, jax.random.split(k_run, num_sweeps))
         return state.position
 
     return jax.vmap(one)(jax.random.split(key, start.shape[0]), start)
