@@ -292,8 +292,9 @@ class HAIS:
     num_chains : int
         Independent runs; their estimates are pooled and shown as ArviZ chains.
     schedule : str or array
-        ``"sigmoid"`` (default; dense at both ends, as in Grosse et al. 2015), ``"geometric"``
-        (for posteriors far narrower than the prior), ``"linear"`` or an array of betas.
+        ``"adaptive"`` (default: equal thermodynamic length, from the spread of the log
+        likelihood measured on the pilot run), ``"sigmoid"`` (dense at both ends, as in Grosse
+        et al. 2015), ``"geometric"``, ``"linear"`` or an array of betas.
     step_size : float or "auto"
         ``"auto"`` tunes a step size per β on a discarded pilot run (estimate stays unbiased).
     initial : "prior", "laplace", a ``ph.Gaussian``, or ``(guide, params)``
@@ -315,7 +316,7 @@ class HAIS:
         num_particles=512,
         num_steps=1000,
         num_chains=1,
-        schedule="sigmoid",
+        schedule="adaptive",
         step_size="auto",
         refresh=0.5,
         initial="prior",

@@ -216,7 +216,7 @@ def sample_hais(
     random_seed=None,
     model=None,
     progressbar: bool = True,
-    schedule="sigmoid",
+    schedule="adaptive",
     step_size="auto",
     refresh: float = 0.5,
     initial="prior",
@@ -238,7 +238,9 @@ def sample_hais(
         Default: the model from the ``with`` context.
     progressbar : bool
     schedule, step_size, refresh
-        As in :func:`ppl_hais.hais` (sigmoid schedule; step size tuned by a discarded pilot).
+        As in :func:`ppl_hais.hais`. The default schedule places the temperatures at equal
+        thermodynamic length and the step size follows a target acceptance, both measured on
+        a discarded pilot run before the main run (the estimate stays unbiased).
     initial : "prior", "laplace" or ph.Gaussian
         Start from the prior (default; needs proper priors), from a Gaussian fitted at the
         posterior mode, or from a given Gaussian over the transformed coordinates.

@@ -7,10 +7,11 @@ in 10 and 20 dimensions; a 10-D hierarchical funnel (v ~ N(0, 3²), x_i | v ~ N(
 y_i ~ N(x_i, 1), 9 observations; centred, so the posterior is a funnel) whose evidence
 ∫ N(v; 0, 9) Π N(y_i; 0, e^v + 1) dv is a 1-D quadrature. pm.sample_smc with its defaults
 (2000 draws, 4 chains, IMH kernel); its estimate pools the chains (log of the mean Z).
-sample_hais: 512 particles, sigmoid schedule, pilot-tuned step size, at the listed number of
-temperatures and half of it; 4 chains × 128 particles (its error bar pools the chains: the
-larger of their own SEs and their spread); and 2048 particles at half the temperatures (about
-the time pm.sample_smc takes, for accuracy at equal time). Times: whole calls, the first on
+sample_hais with its defaults (adaptive schedule and step size from a pilot run; on CPU the
+particles run in one group per core): 256 particles at the listed number of temperatures and
+half of it, 512 particles at half; 4 chains × 128 particles (its error bar pools the chains:
+the larger of their own SEs and their spread); and 2048 particles (toward the time
+pm.sample_smc takes, for accuracy at equal time). Times: whole calls, the first on
 each model (compilation included) and the later ones (another seed: sample_hais keeps the
 compiled target on the model, PyTensor caches its compiled functions). One process, methods
 alternated per seed.
@@ -71,8 +72,8 @@ def main():
     ap.add_argument("--only", default="", help="run only the models whose name contains this")
     args = ap.parse_args()
     cases = [
-        ("linear regression, 10-D", *blr(10), 2000),
-        ("linear regression, 20-D", *blr(20), 2000),
+        ("linear regression, 10-D", *blr(10), 4000),
+        ("linear regression, 20-D", *blr(20), 4000),
         ("funnel (hierarchical), 10-D", *funnel(), 3000),
     ]
     cases = [c for c in cases if args.only in c[0]]
@@ -98,10 +99,11 @@ def main():
     ]
     for name, model, exact, steps in cases:
         variants = [
-            (f"sample_hais (512 particles, {steps} temperatures)", 512, 1, steps),
+            (f"sample_hais (256 particles, {steps} temperatures)", 256, 1, steps),
+            (f"sample_hais (256 particles, {steps // 2} temperatures)", 256, 1, steps // 2),
             (f"sample_hais (512 particles, {steps // 2} temperatures)", 512, 1, steps // 2),
             (f"sample_hais (4 chains × 128 particles, {steps} temperatures)", 128, 4, steps),
-            (f"sample_hais (2048 particles, {steps // 2} temperatures)", 2048, 1, steps // 2),
+            (f"sample_hais (2048 particles, {steps} temperatures)", 2048, 1, steps),
             ("pm.sample_smc (2000 draws × 4 chains)", None, 4, None),
         ]
         res = {v[0]: [] for v in variants}

@@ -19,7 +19,13 @@ from .kernels import (
 from .laplace import laplace_gaussian
 from .likelihood import LogLikelihoodEstimate, analysis_log_likelihood, generative_log_likelihood
 from .result import AISResult, AnnealingError, AnnealingTrace
-from .schedules import geometric_schedule, linear_schedule, make_schedule, sigmoid_schedule
+from .schedules import (
+    adaptive_schedule,
+    geometric_schedule,
+    linear_schedule,
+    make_schedule,
+    sigmoid_schedule,
+)
 from .target import AnnealingTarget, Gaussian, Potential
 
 __version__ = "0.1.0"
@@ -43,6 +49,7 @@ __all__ = [
     "compare_evidence",
     "enable_x64",
     "generative_log_likelihood",
+    "adaptive_schedule",
     "geometric_schedule",
     "hais",
     "hais_kernel",

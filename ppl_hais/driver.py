@@ -11,8 +11,8 @@ diagnostics are folded into a fixed number of bins as the scan runs.
 
 Step size
 ---------
-``step_size`` is a number (fixed, the seed uses 0.2) or ``"auto"``. ``"auto"`` runs a short
-*pilot* anneal first (``num_pilot_particles`` particles over at most ``num_pilot_steps``
+``step_size`` is a number (fixed, the seed uses 0.2) or ``"auto"``. ``"auto"`` (and
+``schedule="adaptive"``) runs a short *pilot* anneal first (``num_pilot_particles`` particles over at most ``num_pilot_steps``
 temperatures of the same schedule) whose step size follows the population's mean acceptance
 toward ``target_accept`` by a Robbins–Monro rule; the pilot's particles are discarded and its
 step size, as a function of β, is frozen before the main run starts. The main run's kernels are
@@ -22,7 +22,9 @@ adaptation that used the main run's own particles would only be consistent as P 
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import jax
@@ -33,7 +35,7 @@ from . import random as fast_random
 from .kernels import TransitionKernel, hais_kernel
 from .progress import close_bar, open_bar, tick
 from .result import AISResult, AnnealingError, AnnealingTrace
-from .schedules import make_schedule
+from .schedules import adaptive_schedule, make_schedule
 from .target import AnnealingTarget
 
 __all__ = ["ais", "hais"]
@@ -56,6 +58,13 @@ def _log_mean_exp(x):
     return jax.scipy.special.logsumexp(x) - jnp.log(x.shape[0])
 
 
+def _finite_std(x):
+    ok = jnp.isfinite(x)
+    n = jnp.maximum(jnp.sum(ok), 1)
+    mean = jnp.sum(jnp.where(ok, x, 0.0)) / n
+    return jnp.sqrt(jnp.sum(jnp.where(ok, x - mean, 0.0) ** 2) / n)
+
+
 def _ess(log_w):
     return jnp.exp(2 * jax.scipy.special.logsumexp(log_w) - jax.scipy.special.logsumexp(2 * log_w))
 
@@ -74,14 +83,18 @@ def anneal(
     record=False,
     progress=None,
     positions=None,
+    particle_offset=0,
 ):
     """The pure annealing run (jit- and vmap-able); returns a dict of arrays.
 
     ``positions`` are the P initial particles (drawn from ``target.initial`` here if None).
+    ``particle_offset`` is the index of the first particle in a larger population: particle i
+    draws the random numbers of particle ``particle_offset + i``.
 
     ``ref_betas``/``ref_log_step`` give log(step size) as a function of β (linear
     interpolation). With ``adapt_target`` set (the pilot), an offset on log(step size) follows
-    the population's mean acceptance; with ``record`` the per-step log(step size) is returned.
+    the population's mean acceptance; with ``record`` the per-step log(step size) and the
+    spread (standard deviation over particles) of the log likelihood ratio are returned.
     ``progress`` is a run id for the progress bar, reported once per bin.
 
     The temperatures are scanned in two levels: an outer scan over bins of equal length and an
@@ -94,7 +107,7 @@ def anneal(
     if positions is None:
         positions = target.initial.sample(key_sample, num_particles)
     positions = jnp.asarray(positions, dtype)
-    init_keys = fast_random.split_particles(key_init, num_particles)
+    init_keys = fast_random.split_particles(key_init, num_particles, particle_offset)
     states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
     carry0_initial = states.potential.log_initial
     step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None))
@@ -106,7 +119,9 @@ def anneal(
         log_w = log_w + jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
         log_step = jnp.interp(beta, ref_betas, ref_log_step) + offset
         step_size = jnp.exp(log_step)
-        keys = fast_random.split_particles(jax.random.fold_in(key_steps, n), num_particles)
+        keys = fast_random.split_particles(
+            jax.random.fold_in(key_steps, n), num_particles, particle_offset
+        )
         states, info = step_vmap(keys, states, target, beta, step_size)
         mean_acc = jnp.mean(info.acceptance_rate)
         if adapt_target is not None:
@@ -116,7 +131,7 @@ def anneal(
         used = jnp.asarray(info.num_gradients, dtype)
         grads = grads + jnp.stack([jnp.mean(used), jnp.max(used)])
         carry = (states, log_w, offset, nonfinite, grads, acc_sum + mean_acc, eps_sum + step_size)
-        return carry, (log_step if record else None)
+        return carry, ((log_step, _finite_std(states.potential.log_ratio)) if record else None)
 
     def bin_(carry, xs):
         states, log_w, offset, nonfinite, grads = carry
@@ -144,13 +159,13 @@ def anneal(
     )
     carry, (summaries, log_steps) = jax.lax.scan(bin_, carry, head)
     if record:
-        log_steps = log_steps.reshape(-1)
+        log_steps = jax.tree.map(lambda a: a.reshape(-1), log_steps)
     if num_full * per_bin < num_steps:
         tail = jax.tree.map(lambda a: a[num_full * per_bin :], xs)
         carry, (last, tail_steps) = bin_(carry, tail)
         summaries = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), summaries, last)
         if record:
-            log_steps = jnp.concatenate([log_steps, tail_steps])
+            log_steps = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), log_steps, tail_steps)
     states, log_w, _, nonfinite, grads = carry
     acc, eps, ess, log_z, bin_beta = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)
@@ -164,14 +179,15 @@ def anneal(
         ess=ess,
         log_z=log_z,
         bin_beta=bin_beta,
-        log_steps=log_steps if record else None,
+        log_steps=log_steps[0] if record else None,
+        log_ratio_sd=log_steps[1] if record else None,
         gradients=grads,
     )
 
 
 @lru_cache(maxsize=32)
 def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, with_progress):
-    def run(rng_key, betas, ref_betas, ref_log_step, run_id, positions):
+    def run(rng_key, betas, ref_betas, ref_log_step, run_id, positions, offset):
         progress = run_id if with_progress else None
         return anneal(
             rng_key,
@@ -186,6 +202,7 @@ def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, wit
             record=record,
             progress=progress,
             positions=positions,
+            particle_offset=offset,
         )
 
     return jax.jit(run)
@@ -210,6 +227,59 @@ def _check_initial_density(out, num_particles):
         )
 
 
+def _num_groups(num_particles):
+    """How many particle groups the main run splits into, one per CPU core.
+
+    XLA runs one vmapped scan on about one core; independent groups dispatched from threads
+    run side by side (1.4–1.9× on 2 cores, ``docs/speed.md``). Groups keep ≥ 32 particles and
+    divide the population evenly; on an accelerator one batch is best. The environment
+    variable ``PPL_HAIS_CPU_THREADS`` caps the number (e.g. 1 where processes already share
+    the cores, as under ``pytest -n``).
+    """
+    if jax.default_backend() != "cpu":
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    cap = os.environ.get("PPL_HAIS_CPU_THREADS")
+    if cap:
+        cores = min(cores, max(1, int(cap)))
+    for groups in range(min(cores, num_particles // 32), 1, -1):
+        if num_particles % groups == 0:
+            return groups
+    return 1
+
+
+def _merge(outs):
+    """One output dict from the outputs of particle groups (same betas, same step sizes)."""
+    if len(outs) == 1:
+        return outs[0]
+    sizes = np.array([o["log_weights"].shape[0] for o in outs], dtype=float)
+    share = sizes / sizes.sum()
+    # per-bin log Ẑ and ESS of the whole population from each group's: with a_g = log Σ w_g,
+    # Σw = Σ_g e^{a_g} and Σw² = Σ_g e^{2 a_g} / ESS_g
+    log_sum = np.stack([np.asarray(o["log_z"]) for o in outs]) + np.log(sizes)[:, None]
+    ess = np.stack([np.asarray(o["ess"]) for o in outs])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_sq = np.where(ess > 0, 2 * log_sum - np.log(ess), -np.inf)
+        total = np.logaddexp.reduce(log_sum, axis=0)
+        merged_ess = np.exp(2 * total - np.logaddexp.reduce(log_sq, axis=0))
+    grads = np.stack([np.asarray(o["gradients"]) for o in outs])
+    first = outs[0]
+    return dict(
+        first,
+        log_weights=np.concatenate([np.asarray(o["log_weights"]) for o in outs]),
+        particles=np.concatenate([np.asarray(o["particles"]) for o in outs]),
+        initial_nonfinite=sum(int(o["initial_nonfinite"]) for o in outs),
+        num_nonfinite=sum(int(o["num_nonfinite"]) for o in outs),
+        acceptance=np.tensordot(share, np.stack([np.asarray(o["acceptance"]) for o in outs]), 1),
+        ess=np.where(np.isfinite(merged_ess), merged_ess, 0.0),
+        log_z=total - np.log(sizes.sum()),
+        gradients=np.array([share @ grads[:, 0], grads[:, 1].max()]),
+    )
+
+
 def _run(
     rng_key,
     target,
@@ -225,23 +295,32 @@ def _run(
     progress_bar=False,
     desc="annealing",
 ):
+    """Run :func:`anneal` compiled; a main run (no adaptation, no recording) on CPU is split
+    into particle groups dispatched from threads. Particle i draws the same random numbers
+    either way, so the split changes the result only by floating-point rounding."""
     num_steps = len(betas) - 1
     num_particles = positions.shape[0]
-    fn = _compiled(target, kernel, num_particles, num_bins, adapt_target, record, progress_bar)
+    groups = 1 if (adapt_target is not None or record) else _num_groups(num_particles)
+    size = num_particles // groups
+    fn = _compiled(target, kernel, size, num_bins, adapt_target, record, progress_bar)
     run_id = open_bar(num_steps, desc) if progress_bar else 0
+    args = (rng_key, jnp.asarray(betas), jnp.asarray(ref_betas), jnp.asarray(ref_log_step))
+
+    def group(g):
+        # only the first group moves the progress bar (run id 0 has none)
+        chunk = positions[g * size : (g + 1) * size]
+        return jax.block_until_ready(fn(*args, run_id if g == 0 else 0, chunk, g * size))
+
     try:
-        out = fn(
-            rng_key,
-            jnp.asarray(betas),
-            jnp.asarray(ref_betas),
-            jnp.asarray(ref_log_step),
-            run_id,
-            positions,
-        )
-        jax.block_until_ready(out)
+        if groups == 1:
+            outs = [group(0)]
+        else:
+            with ThreadPoolExecutor(groups) as pool:
+                outs = list(pool.map(group, range(groups)))
     finally:
         if progress_bar:
             close_bar(run_id)
+    out = _merge(outs)
     _check_initial_density(out, num_particles)
     return out
 
@@ -270,7 +349,7 @@ def pilot_schedule(betas, num_steps):
     return pilot_betas, pilot_betas[_PILOT_WARMUP:]
 
 
-def pilot_step_sizes(
+def pilot_run(
     rng_key,
     target,
     kernel,
@@ -282,9 +361,12 @@ def pilot_step_sizes(
     num_steps=1000,
     progress_bar=False,
 ):
-    """Tune log(step size) as a function of β on a short pilot anneal (its particles are discarded).
+    """A short pilot anneal (its particles are discarded) that tunes log(step size) as a function
+    of β toward ``target_accept`` (None: keep ``initial_step_size``) and measures the spread of
+    the log likelihood ratio along the way.
 
-    Returns ``(ref_betas, ref_log_step)`` for :func:`anneal`.
+    Returns ``(ref_betas, ref_log_step, ref_sd)``: smoothed log(step size) and standard
+    deviation of the log ratio over the pilot's particles at each of ``ref_betas``.
     """
     pilot_betas, ref_betas = pilot_schedule(betas, num_steps)
     out = _run(
@@ -296,17 +378,18 @@ def pilot_step_sizes(
         np.full(2, np.log(initial_step_size)),
         positions,
         num_bins=1,
-        adapt_target=float(target_accept),
+        adapt_target=None if target_accept is None else float(target_accept),
         record=True,
         progress_bar=progress_bar,
-        desc="pilot (step size)",
+        desc="pilot",
     )
     log_steps = np.asarray(out["log_steps"])[_PILOT_WARMUP - 1 :]
+    sd = np.asarray(out["log_ratio_sd"])[_PILOT_WARMUP - 1 :]
     if not np.all(np.isfinite(log_steps)):
         raise AnnealingError(
             "step-size adaptation diverged (non-finite step size) in the pilot run"
         )
-    return ref_betas, _smooth(log_steps, 11)
+    return ref_betas, _smooth(log_steps, 11), _smooth(np.where(np.isfinite(sd), sd, 0.0), 11)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,11 +424,17 @@ def ais(
         Number of independent annealing chains P.
     num_steps : int
         Number of intermediate distributions N (ignored when ``schedule`` is an array).
-    schedule : {"linear", "sigmoid", "geometric"} or array
-        The betas 0 = β_0 ≤ … ≤ β_N = 1.
+    schedule : {"linear", "sigmoid", "geometric", "adaptive"} or array
+        The betas 0 = β_0 ≤ … ≤ β_N = 1. ``"adaptive"`` places them at equal thermodynamic
+        length (:func:`~ppl_hais.schedules.adaptive_schedule`) from the spread of the log
+        likelihood ratio measured by the pilot run (which anneals on the sigmoid schedule);
+        like the step size, it is fixed before the main run starts, so Ẑ stays unbiased.
     step_size : float or "auto"
         Fixed step size (leapfrog ε or random-walk σ), or ``"auto"``: tuned on a discarded
         pilot run toward ``target_accept`` and frozen (keeps Ẑ unbiased; see module docs).
+
+    On CPU the main run's particles are split into groups, one per core, dispatched from
+    threads (particle i draws the same random numbers either way).
     target_accept : float, optional
         Mean Metropolis acceptance the pilot aims for (0.9 for leapfrog kernels, 0.3 for
         random walk).
@@ -359,7 +448,9 @@ def ais(
     AISResult
     """
     enable_x64()
-    betas = make_schedule(schedule, None if not isinstance(schedule, str) else num_steps)
+    adaptive = isinstance(schedule, str) and schedule == "adaptive"
+    base = "sigmoid" if adaptive else schedule
+    betas = make_schedule(base, None if not isinstance(base, str) else num_steps)
     num_steps = len(betas) - 1
     num_particles = int(num_particles)
     if num_particles < 2:
@@ -369,32 +460,36 @@ def ais(
     start = time.perf_counter()
     key_pilot, key_main, key_sample = jax.random.split(rng_key, 3)
     auto = isinstance(step_size, str)
-    num_pilot = int(num_pilot_particles) if auto else 0
+    if auto and step_size != "auto":
+        raise ValueError("step_size must be a positive number or 'auto'")
+    if not auto:
+        step_size = float(step_size)
+        if not step_size > 0:
+            raise ValueError("step_size must be positive")
+    num_pilot = int(num_pilot_particles) if auto or adaptive else 0
     # one draw (one compiled sampler) for the pilot's and the main run's initial particles
     positions = _sampler(target, num_pilot + num_particles)(key_sample)
-    if auto:
-        if step_size != "auto":
-            raise ValueError("step_size must be a positive number or 'auto'")
-        if target_accept is None:
+    if num_pilot:
+        if auto and target_accept is None:
             target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
-        ref_betas, ref_log_step = pilot_step_sizes(
+        ref_betas, ref_log_step, ref_sd = pilot_run(
             key_pilot,
             target,
             kernel,
             betas,
             positions[:num_pilot],
-            initial_step_size=kernel.default_step_size,
-            target_accept=target_accept,
+            initial_step_size=kernel.default_step_size if auto else step_size,
+            target_accept=target_accept if auto else None,
             num_steps=int(num_pilot_steps),
             progress_bar=progress_bar,
         )
         pilot_gradients = (len(ref_betas) + _PILOT_WARMUP) * kernel.gradients_per_step
+        if adaptive:
+            betas = adaptive_schedule(ref_betas, ref_sd, num_steps)
     else:
-        step_size = float(step_size)
-        if not step_size > 0:
-            raise ValueError("step_size must be positive")
-        ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(step_size))
         pilot_gradients = 0
+    if not auto:
+        ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(step_size))
     out = _run(
         key_main,
         target,

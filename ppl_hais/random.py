@@ -87,10 +87,14 @@ def normal(key, shape, salt: int = 0, dtype=None):
     return normal_from_bits(bits(key, shape, salt), dtype)
 
 
-def split_particles(key, num: int):
-    """``num`` per-particle keys for one step: cheap hashing instead of threefry splits."""
+def split_particles(key, num: int, offset=0):
+    """``num`` per-particle keys for one step: cheap hashing instead of threefry splits.
+
+    Particle i gets the key of index ``offset + i``, so a population run in several groups
+    (``offset`` = the group's first index) draws the same numbers as one run of all of it.
+    """
     k0, k1 = _key_words(key)
-    idx = jnp.arange(num, dtype=jnp.uint32)
+    idx = jnp.arange(num, dtype=jnp.uint32) + jnp.asarray(offset).astype(jnp.uint32)
     w0 = _mix32(idx ^ k0)
     w1 = _mix32(w0 + k1)
     return jax.random.wrap_key_data(jnp.stack([w0, w1], axis=-1))

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["linear_schedule", "sigmoid_schedule", "geometric_schedule", "make_schedule"]
+__all__ = [
+    "adaptive_schedule",
+    "linear_schedule",
+    "sigmoid_schedule",
+    "geometric_schedule",
+    "make_schedule",
+]
 
 
 def linear_schedule(num_steps: int) -> np.ndarray:
@@ -31,6 +37,33 @@ def geometric_schedule(num_steps: int, start: float = 1e-4) -> np.ndarray:
     if not 0 < start < 1:
         raise ValueError("geometric_schedule needs 0 < start < 1")
     return np.concatenate([[0.0], np.geomspace(start, 1.0, num_steps)])
+
+
+def adaptive_schedule(ref_betas, spread, num_steps: int) -> np.ndarray:
+    """Betas at equal thermodynamic length: dβ ∝ 1 / sd_β(log L).
+
+    ``spread`` is the standard deviation of the log likelihood (ratio) under π_β at each of
+    ``ref_betas`` (increasing from 0 to 1), e.g. measured by a pilot anneal. For small steps the
+    variance of AIS's log weights is Σ_n (Δβ_n)² Var_{β_n}(log L), so at a fixed number of steps
+    it is smallest when every step covers the same length ∫ sd_β(log L) dβ (Gelman & Meng 1998;
+    the "thermodynamic length" of Crooks 2007). Where the spread is zero or unknown the steps are
+    spread evenly in β over that stretch.
+    """
+    ref_betas = np.asarray(ref_betas, dtype=float)
+    spread = np.asarray(spread, dtype=float)
+    if ref_betas.shape != spread.shape or ref_betas.ndim != 1 or ref_betas.size < 2:
+        raise ValueError("ref_betas and spread must be 1-D arrays of the same length (>= 2)")
+    if ref_betas[0] != 0.0 or ref_betas[-1] != 1.0 or np.any(np.diff(ref_betas) < 0):
+        raise ValueError("ref_betas must increase from 0 to 1")
+    spread = np.where(np.isfinite(spread) & (spread > 0), spread, 0.0)
+    # a floor keeps every stretch of β reachable (a spread of 0 would give it no steps)
+    density = spread + 1e-3 * max(float(np.mean(spread)), 1e-12)
+    length = np.concatenate(
+        [[0.0], np.cumsum(0.5 * (density[1:] + density[:-1]) * np.diff(ref_betas))]
+    )
+    betas = np.interp(np.linspace(0.0, length[-1], int(num_steps) + 1), length, ref_betas)
+    betas[0], betas[-1] = 0.0, 1.0
+    return np.maximum.accumulate(betas)
 
 
 _NAMED = {"linear": linear_schedule, "sigmoid": sigmoid_schedule, "geometric": geometric_schedule}

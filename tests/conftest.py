@@ -1,7 +1,13 @@
+import os
+
 import jax
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # the workers already share the cores: one particle group per run (test_estimators checks
+    # that groups give the same weights)
+    os.environ.setdefault("PPL_HAIS_CPU_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
