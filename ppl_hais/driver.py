@@ -17,7 +17,8 @@ over at most ``num_pilot_steps`` temperatures of the same schedule) whose step s
 population's mean acceptance toward ``target_accept`` by a Robbins–Monro rule; the pilot's
 particles are discarded and its step size, as a function of β, is frozen before the main run
 starts. The main run's kernels are thus fixed in advance and independent of its own particles,
-so Ẑ stays exactly unbiased (an adaptation that used the main run's own particles would only be consistent as P → ∞).
+so Ẑ stays exactly unbiased (an adaptation that used the main run's own particles would only
+be consistent as P → ∞).
 """
 
 from __future__ import annotations
