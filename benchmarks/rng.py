@@ -10,6 +10,7 @@ import argparse
 import datetime
 import time
 
+import _machine
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,7 +20,7 @@ from ppl_hais import examples as ex
 from ppl_hais import random as fr
 
 ph.enable_x64()
-P, D, STEPS = 200, 36, 3000
+P, STEPS = 200, 3000
 
 
 def scan_timer(body, carry):
@@ -34,48 +35,72 @@ def scan_timer(body, carry):
     return timed
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+def xla_erfinv_normal(key, D):
+    """The previous ppl_hais.random.normal: the same bits through XLA's erf_inv."""
+    b = fr.bits(key, (D,))
+    m = ((b >> 8) & jnp.uint32(0x7FFFFF)).astype(jnp.float32)
+    x = (m + jnp.float32(0.5)) * jnp.float32(2.0**-23)
+    x = jnp.where((b >> 31) == 1, -x, x)
+    return (jnp.float32(np.sqrt(2)) * jax.scipy.special.erfinv(x)).astype(jnp.float64)
+
+
+def timers_for(D):
     x = jnp.zeros((P, D))
     case = ex.product_of_experts("laplace", dim=D)
     vg = jax.vmap(jax.value_and_grad(case.target.log_density))
-    timers = {
+    return {
         "jax.random.normal, float64 (threefry)": scan_timer(
             lambda c, k: (c + jax.random.normal(k, (P, D)), None), x
         ),
         "jax.random.normal, float32 (threefry)": scan_timer(
             lambda c, k: (c + jax.random.normal(k, (P, D), jnp.float32), None), x
         ),
-        "ppl_hais.random.normal (per-particle keys, hash + float32 erfinv)": scan_timer(
+        "per-particle keys, hash + XLA's float32 erf_inv (before 2026-11-22)": scan_timer(
+            lambda c, k: (
+                c + jax.vmap(lambda kk: xla_erfinv_normal(kk, D))(fr.split_particles(k, P)),
+                None,
+            ),
+            x,
+        ),
+        "ppl_hais.random.normal (per-particle keys, hash + Giles' erfinv written out)": scan_timer(
             lambda c, k: (
                 c + jax.vmap(lambda kk: fr.normal(kk, (D,)))(fr.split_particles(k, P)),
                 None,
             ),
             x,
         ),
-        "vmap(value_and_grad) of the 36-D Laplace POE": scan_timer(
+        "vmap(value_and_grad) of the D-dim Laplace POE (for scale)": scan_timer(
             lambda c, k: (c + 1e-12 * vg(c)[1], None), x
         ),
     }
-    res = {k: [] for k in timers}
-    for _ in range(5):
-        for k, f in timers.items():
-            res[k].append(f())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    dims = [36, 10]
+    cols = []
+    for D in dims:
+        timers = timers_for(D)
+        res = {k: [] for k in timers}
+        for _ in range(5):
+            for k, f in timers.items():
+                res[k].append(f())
+        cols.append({k: np.median(v) for k, v in res.items()})
     lines = [
         "# Random numbers for the momentum refresh",
         "",
         f"Command: `python benchmarks/rng.py`; {datetime.date.today().isoformat()}; "
-        f"{jax.devices()[0].platform}, jax {jax.__version__}.",
+        f"{_machine.describe()}.",
         "",
-        f"µs per step for {P}×{D} draws (median of 5 warm rounds, {STEPS}-step scans).",
+        f"µs per step for {P}×D draws (median of 5 warm rounds, {STEPS}-step scans).",
         "",
-        "| what | µs per step |",
-        "|---|---|",
+        "| what | " + " | ".join(f"D = {D}" for D in dims) + " |",
+        "|---|" + "---|" * len(dims),
     ]
-    for k, v in res.items():
-        lines.append(f"| {k} | {np.median(v):.1f} |")
+    for k in cols[0]:
+        lines.append(f"| {k} | " + " | ".join(f"{c[k]:.1f}" for c in cols) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -31,15 +31,18 @@ def test_poe_laplace_36d(key):
     assert r.log_z_se < 0.1
 
 
-def test_poe_student_36d_with_infinite_mean_experts(key):
-    # λ from 1 to 3: the λ = 1 expert is a Cauchy (no mean); λ < 3/2 have infinite variance
+def test_poe_student_36d_heavy_tailed_experts(key):
+    # λ from 1.5 to 3: tails |u|^(−2λ), the λ = 1.5 expert has infinite variance. With Cauchy
+    # experts (λ = 1) the anneal misses tail mass in most runs, so log Ẑ sits low by more than
+    # its SE (about 1 seed in 3 beyond 4 SE): test_slow.py records that as a strict xfail, and
+    # this test passed at λ from 1 only by the luck of its seed until the random numbers changed.
     case = ex.product_of_experts(
-        "student", dim=36, lam=np.linspace(1.0, 3.0, 36), initial_scale=2.0
+        "student", dim=36, lam=np.linspace(1.5, 3.0, 36), initial_scale=2.0
     )
-    assert np.sum(case.info["lam"] <= 1.0) >= 1
+    assert np.sum(case.info["lam"] <= 1.5) >= 1
     r = ph.hais(key, case.target, num_particles=200, num_steps=30_000, progress_bar=False)
     assert_close(r, case.log_z)
-    assert r.log_z_se < 0.15
+    assert r.log_z_se < 0.05
 
 
 def test_linear_generative_gaussian_prior_per_datum(key):
