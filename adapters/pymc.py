@@ -27,6 +27,8 @@ import numpy as np
 import pymc as pm
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 from pymc.initial_point import make_initial_point_expression
+from pymc.pytensorf import collect_default_updates, reseed_rngs
+from pymc.pytensorf import compile as compile_pytensor
 from pymc.sampling.jax import get_jaxified_graph
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
@@ -116,6 +118,21 @@ class PyMCTarget:
                 "cannot be sampled: pass initial='laplace' or initial=ph.Gaussian(mean, scale) "
                 f"over the {self.dim} transformed coordinates."
             )
+        draw_one, rngs = self._prior_sampler
+        reseed_rngs(rngs, seed)
+        draws = [draw_one() for _ in range(num)]  # as pm.draw does, without compiling each call
+        # make_initial_point_expression follows free_RVs order = value_vars order
+        return self.ravel(
+            [
+                np.stack([np.asarray(d[i]) for d in draws]).reshape((num,) + shape)
+                for i, shape in enumerate(self.shapes)
+            ]
+        )
+
+    @cached_property
+    def _prior_sampler(self):
+        """One compiled PyTensor function for a prior draw in the transformed space, and its
+        random generators (reseeded per call): pm.draw would compile it on every call."""
         expr = make_initial_point_expression(
             free_rvs=self.model.free_RVs,
             rvs_to_transforms=self.model.rvs_to_transforms,
@@ -123,14 +140,8 @@ class PyMCTarget:
             default_strategy="prior",
             return_transformed=True,
         )
-        draws = pm.draw(expr, draws=num, random_seed=seed)
-        if num == 1 or len(expr) == 1:
-            draws = [
-                np.asarray(d).reshape((num,) + s)
-                for d, s in zip(draws if len(expr) > 1 else [draws], self.shapes, strict=True)
-            ]
-        # make_initial_point_expression follows free_RVs order = value_vars order
-        return self.ravel(draws)
+        rngs = list(collect_default_updates(inputs=[], outputs=expr))
+        return compile_pytensor(inputs=[], outputs=expr), rngs
 
     def constrain(self, z):
         return self._constrain(*self.unravel(z))
