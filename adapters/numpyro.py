@@ -297,6 +297,9 @@ class HAIS:
         et al. 2015), ``"geometric"``, ``"linear"`` or an array of betas.
     step_size : float or "auto"
         ``"auto"`` tunes a step size per β on a discarded pilot run (estimate stays unbiased).
+    adapt_mass_matrix : bool
+        With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
+        (as NUTS's ``adapt_mass_matrix``, but following the annealing).
     initial : "prior", "laplace", a ``ph.Gaussian``, or ``(guide, params)``
         Where annealing starts. ``"prior"`` (default) needs a proper prior. With vague or
         improper priors, ``"laplace"`` (a Gaussian fitted at the mode) or a fitted autoguide
@@ -321,6 +324,7 @@ class HAIS:
         refresh=0.5,
         initial="prior",
         target_accept=None,
+        adapt_mass_matrix=True,
         progress_bar=True,
     ):
         self.model = model
@@ -332,6 +336,7 @@ class HAIS:
         self.refresh = refresh
         self.initial = initial
         self.target_accept = target_accept
+        self.adapt_mass_matrix = adapt_mass_matrix
         self.progress_bar = progress_bar
         self.results = None
         self._target = None
@@ -364,6 +369,7 @@ class HAIS:
                 step_size=self.step_size,
                 refresh=self.refresh,
                 target_accept=self.target_accept,
+                adapt_mass_matrix=self.adapt_mass_matrix,
                 progress_bar=self.progress_bar,
             )
             for k in jax.random.split(key_run, self.num_chains)

@@ -63,7 +63,7 @@ def main():
 
     # the pilot's measured spread against the closed form
     pos = target.initial.sample(jax.random.key(3), 64)
-    ref_b, _, ref_sd = driver.pilot_run(
+    ref_b, _, ref_sd, _ = driver.pilot_run(
         jax.random.key(1), target, hais_kernel(0.5, 1), ph.sigmoid_schedule(1000), pos,
         initial_step_size=0.2, target_accept=0.9,
     )  # fmt: skip

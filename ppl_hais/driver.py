@@ -16,7 +16,11 @@ Step size
 over at most ``num_pilot_steps`` temperatures of the same schedule) whose step size follows the
 population's mean acceptance toward ``target_accept`` by a Robbins–Monro rule; the pilot's
 particles are discarded and its step size, as a function of β, is frozen before the main run
-starts. The main run's kernels are thus fixed in advance and independent of its own particles,
+starts. With ``adapt_mass_matrix`` (the default) the pilot also measures each coordinate's
+scale in its population, and the main run moves coordinate i by step size × scale_i(β): a
+diagonal mass matrix that follows the annealing from prior to posterior (the step size is then
+in units of that scale, so the seed's momentum refresh per unit time keeps its meaning at every
+β). The main run's kernels are thus fixed in advance and independent of its own particles,
 so Ẑ stays exactly unbiased (an adaptation that used the main run's own particles would only
 be consistent as P → ∞).
 """
@@ -27,6 +31,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -85,6 +90,8 @@ def anneal(
     progress=None,
     positions=None,
     particle_offset=0,
+    scale_ref=None,
+    adapt_scale=False,
 ):
     """The pure annealing run (jit- and vmap-able); returns a dict of arrays.
 
@@ -96,6 +103,15 @@ def anneal(
     interpolation). With ``adapt_target`` set (the pilot), an offset on log(step size) follows
     the population's mean acceptance; with ``record`` the per-step log(step size) and the
     spread (standard deviation over particles) of the log likelihood ratio are returned.
+
+    The leapfrog (or random-walk) step along coordinate i is ``step_size · scale_i(β)``: a
+    diagonal preconditioner, exactly HMC on z/scale with unit kinetic energy, so the persistent
+    momentum stays N(0, I) whatever the scale does between temperatures. ``scale_ref`` =
+    ``(ref_betas, ref_log_scale)`` gives log(scale) per coordinate as a function of β (None:
+    scale 1). With ``adapt_scale`` (the pilot) the scale is instead measured at each step from
+    the population, ``(Var z / Var ∇log π_β)^(1/4)`` per coordinate (MEADS's estimator, exact
+    for a Gaussian however far the particles lag), and its bin means are returned as
+    ``scale_betas``/``log_scale``.
     ``progress`` is a run id for the progress bar, reported once per bin.
 
     The temperatures are scanned in two levels: an outer scan over bins of equal length and an
@@ -111,19 +127,31 @@ def anneal(
     init_keys = fast_random.split_particles(key_init, num_particles, particle_offset)
     states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
     carry0_initial = states.potential.log_initial
-    step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None))
+    step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None, None))
+    dim = positions.shape[-1]
+
+    def coordinate_scale(states, beta):
+        if adapt_scale:
+            pot = states.potential
+            grad = None if pot.grad_ratio is None else pot.grad(beta)
+            return _population_log_scale(states.position, grad)
+        if scale_ref is None:
+            return jnp.zeros(dim, dtype)
+        b, log_s = scale_ref
+        return jax.vmap(lambda col: jnp.interp(beta, b, col), in_axes=1)(log_s)
 
     def temperature(carry, xs):
         n, beta_prev, beta = xs
-        states, log_w, offset, nonfinite, grads, acc_sum, eps_sum = carry
+        states, log_w, offset, nonfinite, grads, acc_sum, eps_sum, scale_sum, beta_sum = carry
         d_beta = beta - beta_prev
         log_w = log_w + jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
         log_step = jnp.interp(beta, ref_betas, ref_log_step) + offset
         step_size = jnp.exp(log_step)
+        log_scale = coordinate_scale(states, beta)
         keys = fast_random.split_particles(
             jax.random.fold_in(key_steps, n), num_particles, particle_offset
         )
-        states, info = step_vmap(keys, states, target, beta, step_size)
+        states, info = step_vmap(keys, states, target, beta, step_size, jnp.exp(log_scale))
         mean_acc = jnp.mean(info.acceptance_rate)
         if adapt_target is not None:
             offset = offset + _ADAPT_RATE * (mean_acc - adapt_target)
@@ -131,18 +159,25 @@ def anneal(
         # gradients per particle: a particle's own (mean) and what vmap executed (max)
         used = jnp.asarray(info.num_gradients, dtype)
         grads = grads + jnp.stack([jnp.mean(used), jnp.max(used)])
-        carry = (states, log_w, offset, nonfinite, grads, acc_sum + mean_acc, eps_sum + step_size)
+        if adapt_scale:
+            scale_sum, beta_sum = scale_sum + log_scale, beta_sum + beta
+        carry = (states, log_w, offset, nonfinite, grads, acc_sum + mean_acc,
+                 eps_sum + step_size, scale_sum, beta_sum)  # fmt: skip
         return carry, ((log_step, _finite_std(states.potential.log_ratio)) if record else None)
 
     def bin_(carry, xs):
         states, log_w, offset, nonfinite, grads = carry
         zero = jnp.zeros((), dtype)
-        (states, log_w, offset, nonfinite, grads, acc_sum, eps_sum), log_steps = jax.lax.scan(
-            temperature, (states, log_w, offset, nonfinite, grads, zero, zero), xs
-        )
+        zeros = jnp.zeros(dim if adapt_scale else 0, dtype)
+        carry = (states, log_w, offset, nonfinite, grads, zero, zero, zeros, zero)
+        carry, log_steps = jax.lax.scan(temperature, carry, xs)
+        states, log_w, offset, nonfinite, grads, acc_sum, eps_sum, scale_sum, beta_sum = carry
         count = xs[0].shape[0]
         lw = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
-        summary = (acc_sum / count, eps_sum / count, _ess(lw), _log_mean_exp(lw), xs[2][-1])
+        summary = (
+            acc_sum / count, eps_sum / count, _ess(lw), _log_mean_exp(lw), xs[2][-1],
+            scale_sum / count, beta_sum / count,
+        )  # fmt: skip
         if progress is not None:
             jax.debug.callback(tick, progress, xs[0][-1], ordered=False)
         return (states, log_w, offset, nonfinite, grads), (summary, log_steps)
@@ -168,7 +203,7 @@ def anneal(
         if record:
             log_steps = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), log_steps, tail_steps)
     states, log_w, _, nonfinite, grads = carry
-    acc, eps, ess, log_z, bin_beta = summaries
+    acc, eps, ess, log_z, bin_beta, bin_log_scale, bin_mean_beta = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)
     return dict(
         log_weights=log_w,
@@ -183,12 +218,28 @@ def anneal(
         log_steps=log_steps[0] if record else None,
         log_ratio_sd=log_steps[1] if record else None,
         gradients=grads,
+        scale_betas=bin_mean_beta if adapt_scale else None,
+        log_scale=bin_log_scale if adapt_scale else None,
     )
 
 
+def _population_log_scale(x, g):
+    """log (Var x / Var g)^(1/4) per coordinate over the particles (MEADS's diagonal scale);
+    without gradients (g None) or where they do not vary (e.g. a flat initial density),
+    log sd(x); 0 where the population has collapsed or is not finite."""
+    log_x = jnp.log(jnp.var(x, axis=0))
+    log_g = jnp.full_like(log_x, jnp.nan) if g is None else jnp.log(jnp.var(g, axis=0))
+    ok_x = jnp.isfinite(log_x)
+    ok_g = jnp.isfinite(log_g)
+    log_s = jnp.where(ok_x & ok_g, 0.25 * (log_x - log_g), 0.5 * log_x)
+    return jnp.where(ok_x, log_s, 0.0)
+
+
 @lru_cache(maxsize=32)
-def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, with_progress):
-    def run(rng_key, betas, ref_betas, ref_log_step, run_id, positions, offset):
+def _compiled(
+    target, kernel, num_particles, num_bins, adapt_target, record, with_progress, adapt_scale
+):
+    def run(rng_key, betas, ref_betas, ref_log_step, run_id, positions, offset, scale_ref):
         progress = run_id if with_progress else None
         return anneal(
             rng_key,
@@ -204,6 +255,8 @@ def _compiled(target, kernel, num_particles, num_bins, adapt_target, record, wit
             progress=progress,
             positions=positions,
             particle_offset=offset,
+            scale_ref=scale_ref,
+            adapt_scale=adapt_scale,
         )
 
     return jax.jit(run)
@@ -295,6 +348,8 @@ def _run(
     record=False,
     progress_bar=False,
     desc="annealing",
+    scale_ref=None,
+    adapt_scale=False,
 ):
     """Run :func:`anneal` compiled; a main run (no adaptation, no recording) on CPU is split
     into particle groups dispatched from threads. Particle i draws the same random numbers
@@ -303,14 +358,17 @@ def _run(
     num_particles = positions.shape[0]
     groups = 1 if (adapt_target is not None or record) else _num_groups(num_particles)
     size = num_particles // groups
-    fn = _compiled(target, kernel, size, num_bins, adapt_target, record, progress_bar)
+    fn = _compiled(target, kernel, size, num_bins, adapt_target, record, progress_bar, adapt_scale)
+    if scale_ref is not None:
+        scale_ref = tuple(jnp.asarray(a) for a in scale_ref)
     run_id = open_bar(num_steps, desc) if progress_bar else 0
     args = (rng_key, jnp.asarray(betas), jnp.asarray(ref_betas), jnp.asarray(ref_log_step))
 
     def group(g):
         # only the first group moves the progress bar (run id 0 has none)
         chunk = positions[g * size : (g + 1) * size]
-        return jax.block_until_ready(fn(*args, run_id if g == 0 else 0, chunk, g * size))
+        out = fn(*args, run_id if g == 0 else 0, chunk, g * size, scale_ref)
+        return jax.block_until_ready(out)
 
     try:
         if groups == 1:
@@ -350,6 +408,15 @@ def pilot_schedule(betas, num_steps):
     return pilot_betas, pilot_betas[_PILOT_WARMUP:]
 
 
+class Pilot(NamedTuple):
+    """What the pilot measured, as functions of β (linear interpolation between the points)."""
+
+    betas: np.ndarray  # where log_step and log_ratio_sd are given
+    log_step: np.ndarray  # smoothed log(step size)
+    log_ratio_sd: np.ndarray  # smoothed spread of the log likelihood ratio over particles
+    scale: tuple | None  # (betas, log scale per coordinate) by bin, or None (scale 1)
+
+
 def pilot_run(
     rng_key,
     target,
@@ -360,14 +427,13 @@ def pilot_run(
     initial_step_size,
     target_accept,
     num_steps=1000,
+    adapt_scale=False,
     progress_bar=False,
 ):
     """A short pilot anneal (its particles are discarded) that tunes log(step size) as a function
-    of β toward ``target_accept`` (None: keep ``initial_step_size``) and measures the spread of
-    the log likelihood ratio along the way.
-
-    Returns ``(ref_betas, ref_log_step, ref_sd)``: smoothed log(step size) and standard
-    deviation of the log ratio over the pilot's particles at each of ``ref_betas``.
+    of β toward ``target_accept`` (None: keep ``initial_step_size``), measures the spread of
+    the log likelihood ratio along the way and, with ``adapt_scale``, the per-coordinate scale
+    of the population (the diagonal preconditioner; see :func:`anneal`).
     """
     pilot_betas, ref_betas = pilot_schedule(betas, num_steps)
     out = _run(
@@ -378,11 +444,12 @@ def pilot_run(
         np.array([0.0, 1.0]),
         np.full(2, np.log(initial_step_size)),
         positions,
-        num_bins=1,
+        num_bins=min(100, len(pilot_betas) - 1),
         adapt_target=None if target_accept is None else float(target_accept),
         record=True,
         progress_bar=progress_bar,
         desc="pilot",
+        adapt_scale=adapt_scale,
     )
     log_steps = np.asarray(out["log_steps"])[_PILOT_WARMUP - 1 :]
     sd = np.asarray(out["log_ratio_sd"])[_PILOT_WARMUP - 1 :]
@@ -390,7 +457,15 @@ def pilot_run(
         raise AnnealingError(
             "step-size adaptation diverged (non-finite step size) in the pilot run"
         )
-    return ref_betas, _smooth(log_steps, 11), _smooth(np.where(np.isfinite(sd), sd, 0.0), 11)
+    scale = None
+    if adapt_scale:
+        scale = (np.asarray(out["scale_betas"]), np.asarray(out["log_scale"]))
+    return Pilot(
+        ref_betas,
+        _smooth(log_steps, 11),
+        _smooth(np.where(np.isfinite(sd), sd, 0.0), 11),
+        scale,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -409,6 +484,7 @@ def ais(
     target_accept: float | None = None,
     num_pilot_particles: int = 64,
     num_pilot_steps: int = 1000,
+    adapt_mass_matrix: bool = True,
     num_bins: int = 100,
     progress_bar: bool = True,
 ) -> AISResult:
@@ -433,9 +509,11 @@ def ais(
     step_size : float or "auto"
         Fixed step size (leapfrog ε or random-walk σ), or ``"auto"``: tuned on a discarded
         pilot run toward ``target_accept`` and frozen (keeps Ẑ unbiased; see module docs).
+    adapt_mass_matrix : bool
+        With ``step_size="auto"``, also precondition each coordinate by the scale of the
+        pilot's population at that β (a diagonal mass matrix that follows the annealing; the
+        step size is then in units of that scale). NumPyro's spelling.
 
-    On CPU the main run's particles are split into groups, one per core, dispatched from
-    threads (particle i draws the same random numbers either way).
     target_accept : float, optional
         Mean Metropolis acceptance the pilot aims for (0.9 for leapfrog kernels, 0.3 for
         random walk).
@@ -447,6 +525,9 @@ def ais(
     Returns
     -------
     AISResult
+
+    On CPU the main run's particles are split into groups, one per core, dispatched from
+    threads (particle i draws the same random numbers either way).
     """
     enable_x64()
     adaptive = isinstance(schedule, str) and schedule == "adaptive"
@@ -473,7 +554,7 @@ def ais(
     if num_pilot:
         if auto and target_accept is None:
             target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
-        ref_betas, ref_log_step, ref_sd = pilot_run(
+        pilot = pilot_run(
             key_pilot,
             target,
             kernel,
@@ -482,15 +563,18 @@ def ais(
             initial_step_size=kernel.default_step_size if auto else step_size,
             target_accept=target_accept if auto else None,
             num_steps=int(num_pilot_steps),
+            adapt_scale=auto and bool(adapt_mass_matrix),
             progress_bar=progress_bar,
         )
+        ref_betas, ref_log_step, scale_ref = pilot.betas, pilot.log_step, pilot.scale
         pilot_gradients = (len(ref_betas) + _PILOT_WARMUP) * kernel.gradients_per_step
         if adaptive:
-            betas = adaptive_schedule(ref_betas, ref_sd, num_steps)
+            betas = adaptive_schedule(pilot.betas, pilot.log_ratio_sd, num_steps)
     else:
         pilot_gradients = 0
     if not auto:
         ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(step_size))
+        scale_ref = None
     out = _run(
         key_main,
         target,
@@ -502,6 +586,7 @@ def ais(
         num_bins=num_bins,
         progress_bar=progress_bar,
         desc=kernel.name,
+        scale_ref=scale_ref,
     )
     wall = time.perf_counter() - start
     trace = AnnealingTrace(

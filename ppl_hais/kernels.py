@@ -3,11 +3,14 @@
 Each kernel is a pair of pure per-particle functions (the driver ``vmap``s them):
 
     init(rng_key, position, target) -> State
-    step(rng_key, state, target, beta, step_size) -> (State, Info)
+    step(rng_key, state, target, beta, step_size, scale=1.0) -> (State, Info)
 
 Every State carries ``potential``, the cached :class:`~ppl_hais.target.Potential` at its
 position, so the annealing driver reads the weight increment without evaluating anything.
 Step sizes are call arguments so that a schedule of step sizes can change them under ``jit``.
+``scale`` (a number or one per coordinate) is a diagonal preconditioner: coordinate i moves by
+``step_size · scale_i`` times the unit-variance momentum, which is HMC on z/scale; the momentum
+stays N(0, I), so the scale may change from one temperature to the next without a correction.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def hais_kernel(
         momentum = fast_random.normal(rng_key, position.shape, salt=7, dtype=position.dtype)
         return HMCState(position, momentum, target.potential_and_grad(position))
 
-    def metropolis_step(rng_key, state, target, beta, step_size):
+    def metropolis_step(rng_key, state, target, beta, step_size, scale):
         position, momentum, potential = state
         new_position, new_momentum, new_potential = leapfrog(
             target.potential_and_grad,
@@ -119,7 +122,7 @@ def hais_kernel(
             momentum,
             potential,
             beta,
-            step_size,
+            step_size * scale,
             num_leapfrog,
             target.box,
         )
@@ -140,14 +143,14 @@ def hais_kernel(
         info = TransitionInfo(prob, accepted, is_finite, num_leapfrog)
         return HMCState(position, momentum, potential), info
 
-    def lookahead_step(rng_key, state, target, beta, step_size):
+    def lookahead_step(rng_key, state, target, beta, step_size, scale):
         u = fast_random.uniform(rng_key, (), salt=1, dtype=state.position.dtype)
         (position, momentum, potential), info = lookahead_transition(
             u,
             *state,
             target.potential_and_grad,
             beta,
-            step_size,
+            step_size * scale,
             num_steps=num_leapfrog,
             lookahead=lookahead,
             flips=flips,
@@ -160,8 +163,8 @@ def hais_kernel(
 
     move = metropolis_step if plain else lookahead_step
 
-    def step(rng_key, state, target, beta, step_size):
-        state, info = move(rng_key, state, target, beta, step_size)
+    def step(rng_key, state, target, beta, step_size, scale=1.0):
+        state, info = move(rng_key, state, target, beta, step_size, scale)
         position, momentum, potential = state
         gamma = refresh_fraction(refresh, step_size)
         noise = fast_random.normal(rng_key, momentum.shape, salt=0, dtype=momentum.dtype)
@@ -190,10 +193,10 @@ def random_walk_kernel() -> TransitionKernel:
         del rng_key
         return RWMState(position, target.potential(position))
 
-    def step(rng_key, state, target, beta, step_size):
+    def step(rng_key, state, target, beta, step_size, scale=1.0):
         position, potential = state
         noise = fast_random.normal(rng_key, position.shape, salt=0, dtype=position.dtype)
-        proposal, _ = reflect(position + step_size * noise, noise, target.box)
+        proposal, _ = reflect(position + step_size * scale * noise, noise, target.box)
         new_potential = target.potential(proposal)
         log_accept = new_potential.log_density(beta) - potential.log_density(beta)
         is_finite = jnp.isfinite(log_accept)

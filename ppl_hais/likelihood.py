@@ -83,7 +83,8 @@ def generative_log_likelihood(
     One HAIS run per datum over the latent ``a`` (seed 000 eq. 28–29), annealing from the prior
     p(a) (``prior``: a normalized initial distribution, e.g. :class:`Gaussian`) to
     p(a) p(x | a); the runs are batched with ``vmap``. With ``step_size="auto"`` each datum gets
-    its own pilot run (vmapped too) whose step sizes are frozen before its main run.
+    its own pilot run (vmapped too) whose step sizes and coordinate scales (the diagonal
+    mass matrix of :func:`~ppl_hais.driver.anneal`) are frozen before its main run.
 
     Parameters
     ----------
@@ -127,13 +128,15 @@ def generative_log_likelihood(
                 jnp.array([0.0, 1.0]),
                 jnp.full(2, log_step0),
                 num_particles=num_pilot_particles,
-                num_bins=1,
+                num_bins=min(100, len(pilot_betas) - 1),
                 adapt_target=target_accept,
                 record=True,
+                adapt_scale=True,
             )
             ref_log_step = pilot["log_steps"][_PILOT_WARMUP - 1 :]
+            scale_ref = (pilot["scale_betas"], pilot["log_scale"])
         else:
-            ref_log_step = jnp.full(2, log_step0)
+            ref_log_step, scale_ref = jnp.full(2, log_step0), None
         return anneal(
             key_main,
             target,
@@ -143,6 +146,7 @@ def generative_log_likelihood(
             ref_log_step,
             num_particles=num_particles,
             num_bins=num_bins,
+            scale_ref=scale_ref,
         )
 
     # with log_likelihood taking x by keyword, partial(..., x=x) must see a traced x: vmap it

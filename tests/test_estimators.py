@@ -189,6 +189,50 @@ def test_adaptive_schedule_against_exact_evidence(key):
     assert np.sum(r.betas < 0.05) > 300
 
 
+def test_mass_matrix_on_a_badly_scaled_target(key):
+    """Coordinates whose posterior sds span 10⁻² … 10: the pilot's population scale matches
+    them at β = 1, and the preconditioned run (the default) is right and far tighter than the
+    same run with one step size for all coordinates."""
+    from ppl_hais import driver
+
+    sd = np.geomspace(1e-2, 10.0, 8)
+    mean = np.linspace(-1.0, 1.0, 8) * sd
+
+    def log_lik(z):  # N(mean, sd²) up to its normalizer; prior N(0, I)
+        return -0.5 * jnp.sum(((z - mean) / sd) ** 2)
+
+    target = ph.AnnealingTarget(initial=ph.Gaussian(np.zeros(8)), log_likelihood=log_lik)
+    post_var = 1.0 / (1.0 + 1.0 / sd**2)
+    post_mean = post_var * mean / sd**2
+    # log ∫ N(z; 0, I) exp(−½|(z − m)/s|²) dz, coordinate by coordinate
+    truth = np.sum(0.5 * np.log(post_var) + 0.5 * post_mean**2 / post_var - 0.5 * mean**2 / sd**2)
+
+    pos = target.initial.sample(jax.random.key(5), 64)
+    pilot = driver.pilot_run(
+        key, target, ph.hais_kernel(), ph.sigmoid_schedule(1000), pos,
+        initial_step_size=0.2, target_accept=0.9, adapt_scale=True,
+    )  # fmt: skip
+    betas, log_scale = pilot.scale
+    assert betas[-1] > 0.99 and log_scale.shape == (len(betas), 8)
+    np.testing.assert_allclose(np.exp(log_scale[-1]), np.sqrt(post_var), rtol=0.25)
+    np.testing.assert_allclose(np.exp(log_scale[0]), 1.0, rtol=0.25)  # the N(0, I) prior
+
+    runs = {
+        mm: ph.hais(
+            key,
+            target,
+            num_particles=128,
+            num_steps=1000,
+            schedule="adaptive",
+            adapt_mass_matrix=mm,
+            progress_bar=False,
+        )
+        for mm in (True, False)
+    }
+    assert_close(runs[True], truth)
+    assert runs[True].log_z_se < 0.4 * runs[False].log_z_se  # 0.07 against 0.3–0.8 (4 seeds)
+
+
 def test_particle_groups_give_the_same_weights(key, monkeypatch):
     """On CPU the main run is split into particle groups run from threads; particle i draws the
     same numbers either way, so the weights agree to rounding and the merged trace is the

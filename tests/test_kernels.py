@@ -68,13 +68,22 @@ def test_reflection_is_an_involution_and_stays_inside(box):
 
 
 @pytest.mark.parametrize(
-    "kernel,step", [(hais_kernel(0.5), 0.4), (hais_kernel(1.0), 0.4), (random_walk_kernel(), 0.8)]
+    "kernel,step,scale",
+    [
+        (hais_kernel(0.5), 0.4, 1.0),
+        (hais_kernel(1.0), 0.4, 1.0),
+        (random_walk_kernel(), 0.8, 1.0),
+        (hais_kernel(0.5), 0.6, np.array([0.4, 0.9, 1.6])),
+        (hais_kernel(0.5, flips="reduced", lookahead=2), 0.6, np.array([0.4, 0.9, 1.6])),
+        (random_walk_kernel(), 1.5, np.array([0.4, 0.9, 1.6])),
+    ],
 )
-def test_transition_leaves_tempered_gaussian_invariant(key, kernel, step):
+def test_transition_leaves_tempered_gaussian_invariant(key, kernel, step, scale):
     """Start from exact draws of π_β (a Gaussian), run 20 steps, compare moments (z-tests).
 
     π_β for a N(0, I) initial and a N(m, diag s²) target is Gaussian with precision
-    (1 − β) + β/s² and mean β m/s² / precision. 20000 particles; 5-sigma bounds.
+    (1 − β) + β/s² and mean β m/s² / precision. 20000 particles; 5-sigma bounds. A vector
+    ``scale`` (the diagonal preconditioner) must keep π_β and the momentum's N(0, I).
     """
     scale = np.array([0.5, 1.0, 2.0])
     shift = np.array([1.0, -0.5, 0.3])
@@ -92,7 +101,9 @@ def test_transition_leaves_tempered_gaussian_invariant(key, kernel, step):
     keys = jax.random.split(k1, n)
     states = jax.vmap(kernel.init, (0, 0, None))(keys, jnp.asarray(z), t)
     step_fn = jax.jit(
-        lambda ks, s: jax.vmap(kernel.step, (0, 0, None, None, None))(ks, s, t, beta, step)
+        lambda ks, s: jax.vmap(kernel.step, (0, 0, None, None, None, None))(
+            ks, s, t, beta, step, jnp.asarray(scale)
+        )
     )
     for i in range(20):
         ks = ph.random.split_particles(jax.random.fold_in(k2, i), n)
