@@ -103,6 +103,7 @@ def anneal(
     interpolation). With ``adapt_target`` set (the pilot), an offset on log(step size) follows
     the population's mean acceptance; with ``record`` the per-step log(step size) and the
     spread (standard deviation over particles) of the log likelihood ratio are returned.
+    ``progress`` is a run id for the progress bar, reported once per bin.
 
     The leapfrog (or random-walk) step along coordinate i is ``step_size · scale_i(β)``: a
     diagonal preconditioner, exactly HMC on z/scale with unit kinetic energy, so the persistent
@@ -112,7 +113,6 @@ def anneal(
     the population, ``(Var z / Var ∇log π_β)^(1/4)`` per coordinate (MEADS's estimator, exact
     for a Gaussian however far the particles lag), and its bin means are returned as
     ``scale_betas``/``log_scale``.
-    ``progress`` is a run id for the progress bar, reported once per bin.
 
     The temperatures are scanned in two levels: an outer scan over bins of equal length and an
     inner scan over the temperatures of a bin (plus one shorter bin for the remainder), so the
