@@ -43,6 +43,7 @@ class HMCState(NamedTuple):
     position: Any
     momentum: Any
     potential: Any
+    noise: Any  # the N(0, I) draws of the next momentum refresh (drawn one step ahead)
 
 
 class RWMState(NamedTuple):
@@ -112,10 +113,11 @@ def hais_kernel(
 
     def init(rng_key, position, target):
         momentum = fast_random.normal(rng_key, position.shape, salt=7, dtype=position.dtype)
-        return HMCState(position, momentum, target.potential_and_grad(position))
+        noise = fast_random.normal(rng_key, position.shape, salt=0, dtype=position.dtype)
+        return HMCState(position, momentum, target.potential_and_grad(position), noise)
 
     def metropolis_step(rng_key, state, target, beta, step_size, scale):
-        position, momentum, potential = state
+        position, momentum, potential, noise = state
         new_position, new_momentum, new_potential = leapfrog(
             target.potential_and_grad,
             position,
@@ -141,13 +143,15 @@ def hais_kernel(
         momentum = pick(new_momentum, -momentum)  # negate on rejection
         potential = jax.tree.map(pick, new_potential, potential)
         info = TransitionInfo(prob, accepted, is_finite, num_leapfrog)
-        return HMCState(position, momentum, potential), info
+        return HMCState(position, momentum, potential, noise), info
 
     def lookahead_step(rng_key, state, target, beta, step_size, scale):
         u = fast_random.uniform(rng_key, (), salt=1, dtype=state.position.dtype)
         (position, momentum, potential), info = lookahead_transition(
             u,
-            *state,
+            state.position,
+            state.momentum,
+            state.potential,
             target.potential_and_grad,
             beta,
             step_size * scale,
@@ -159,17 +163,22 @@ def hais_kernel(
         out = TransitionInfo(
             info.acceptance_rate, info.is_accepted, info.is_finite, info.num_gradients
         )
-        return HMCState(position, momentum, potential), out
+        return HMCState(position, momentum, potential, state.noise), out
 
     move = metropolis_step if plain else lookahead_step
 
     def step(rng_key, state, target, beta, step_size, scale=1.0):
         state, info = move(rng_key, state, target, beta, step_size, scale)
-        position, momentum, potential = state
+        position, momentum, potential, noise = state
         gamma = refresh_fraction(refresh, step_size)
-        noise = fast_random.normal(rng_key, momentum.shape, salt=0, dtype=momentum.dtype)
         momentum = jnp.sqrt(1.0 - gamma) * momentum + jnp.sqrt(gamma) * noise
-        return HMCState(position, momentum, potential), info
+        # The next refresh's draws, one step ahead: they are independent of the state either
+        # way, and drawn here XLA computes them in a fusion of their own. Fused into this
+        # momentum update (with the Metropolis selects) the inverse-CDF arithmetic made that
+        # fusion look compute-bound to XLA:CPU, which split it into ~13 thread-pool tasks per
+        # step: 1.7x slower per step on the 20-D regression (docs/architecture.md).
+        noise = fast_random.normal(rng_key, momentum.shape, salt=0, dtype=momentum.dtype)
+        return HMCState(position, momentum, potential, noise), info
 
     name = "hais" if refresh < 1 else "resampled_hmc"
     if not plain:

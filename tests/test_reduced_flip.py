@@ -113,11 +113,20 @@ def test_standard_k1_is_metropolis_hmc():
         a, info_a = plain.step(key, state, target, 1.0, 0.08)
         u = fast_random.uniform(key, (), salt=1, dtype=state.position.dtype)
         (x, v, _), info_b = lookahead_transition(
-            u, *state, target.potential_and_grad, 1.0, 0.08, flips="standard", lookahead=1
+            u,
+            state.position,
+            state.momentum,
+            state.potential,
+            target.potential_and_grad,
+            1.0,
+            0.08,
+            flips="standard",
+            lookahead=1,
         )
+        # the refresh uses the draws carried in the state (drawn one step ahead)
         gamma = ph.refresh_fraction(0.5, 0.08)
-        noise = fast_random.normal(key, v.shape, salt=0, dtype=v.dtype)
-        v = jnp.sqrt(1 - gamma) * v + jnp.sqrt(gamma) * noise
+        v = jnp.sqrt(1 - gamma) * v + jnp.sqrt(gamma) * state.noise
+        np.testing.assert_allclose(a.noise, fast_random.normal(key, v.shape, salt=0, dtype=v.dtype))
         np.testing.assert_allclose(a.position, x)
         np.testing.assert_allclose(a.momentum, v)
         assert bool(info_a.is_accepted) == bool(info_b.is_accepted)
