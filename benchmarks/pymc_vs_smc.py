@@ -11,7 +11,7 @@ default cores is cpu_count // 2 (PyMC assumes hyperthreads), 1 on a 2-core machi
 the chains then run one after another; it is also run with cores=2 (chains in 2 processes),
 and speed-ups are against the faster of the two.
 sample_hais with its defaults (adaptive schedule, step size and diagonal mass matrix from a
-pilot run; on CPU the particles run in one group per core): 256 particles at the listed
+pilot run; on CPU the particles run in two groups per core): 256 particles at the listed
 number of temperatures K and at K/2, 512 particles at K/2; 4 chains × 128 particles at K/2
 (its error bar pools the chains: the larger of their own SEs and their spread); and 2048
 particles at K (toward the time pm.sample_smc takes, for accuracy at equal time). Times:

@@ -63,7 +63,7 @@ def time_hais(target, num_particles, num_steps, kernel):
 
 
 def time_hais_groups(target, num_particles, num_steps, kernel):
-    """The main run as ph.hais does it: on CPU, one particle group per core, from threads."""
+    """The main run as ph.hais does it: on CPU, two particle groups per core, from threads."""
     betas = ph.linear_schedule(num_steps)
     ref_b, ref_l = np.array([0.0, 1.0]), np.full(2, np.log(0.2))
     pos = target.initial.sample(jax.random.key(2), num_particles)
@@ -155,7 +155,7 @@ def main():
         f"{args.steps} steps; the limit is one `vmap(value_and_grad)` of the same 36-D density on "
         "the same batch in the same kind of scan. The step columns are one compiled scan of all "
         "particles; the last two are the HAIS main run as `ph.hais` runs it (on CPU: "
-        f"{_num_groups(200)} particle group(s) at 200 particles, one per core, dispatched from "
+        f"{_num_groups(200)} particle group(s) at 200 particles, two per core, dispatched from "
         "threads) and its speed-up over one scan.",
         "",
         "| experts | particles | vmap(value_and_grad) | HAIS step | resampled-HMC step | "

@@ -282,13 +282,15 @@ def _check_initial_density(out, num_particles):
 
 
 def _num_groups(num_particles):
-    """How many particle groups the main run splits into, one per CPU core.
+    """How many particle groups the main run splits into: two per CPU core.
 
-    XLA runs one vmapped scan on about one core; independent groups dispatched from threads
-    run side by side (1.4–1.9× on 2 cores, ``docs/speed.md``). Groups keep ≥ 32 particles and
-    divide the population evenly; on an accelerator one batch is best. The environment
-    variable ``PPL_HAIS_CPU_THREADS`` caps the number (e.g. 1 where processes already share
-    the cores, as under ``pytest -n``).
+    XLA runs one vmapped scan on about one core, and part of each step waits on small
+    thread-pool tasks (fusions XLA splits across threads, YNNPACK calls); independent groups
+    dispatched from threads fill those gaps. Two groups per core beat one per core by
+    1.1–1.4× (20-D regression and funnel, 256–512 particles, 2 cores; docs/speed.md). Groups
+    keep ≥ 32 particles and divide the population evenly; on an accelerator one batch is best.
+    The environment variable ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where
+    processes already share the cores, as under ``pytest -n``).
     """
     if jax.default_backend() != "cpu":
         return 1
@@ -296,10 +298,11 @@ def _num_groups(num_particles):
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
+    most = 2 * cores
     cap = os.environ.get("PPL_HAIS_CPU_THREADS")
     if cap:
-        cores = min(cores, max(1, int(cap)))
-    for groups in range(min(cores, num_particles // 32), 1, -1):
+        most = min(most, max(1, int(cap)))
+    for groups in range(min(most, num_particles // 32), 1, -1):
         if num_particles % groups == 0:
             return groups
     return 1
@@ -526,7 +529,7 @@ def ais(
     -------
     AISResult
 
-    On CPU the main run's particles are split into groups, one per core, dispatched from
+    On CPU the main run's particles are split into groups, two per core, dispatched from
     threads (particle i draws the same random numbers either way).
     """
     enable_x64()
