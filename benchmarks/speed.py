@@ -49,14 +49,14 @@ def time_gradient(target, num_particles, num_steps):
 
 def time_hais(target, num_particles, num_steps, kernel):
     betas = jnp.asarray(ph.linear_schedule(num_steps))
-    fn = _compiled(target, kernel, num_particles, 100, None, False, False)
+    fn = _compiled(target, kernel, num_particles, 100, None, False, False, False)
     ref_b, ref_l = jnp.array([0.0, 1.0]), jnp.full(2, np.log(0.2))
     pos = target.initial.sample(jax.random.key(2), num_particles)
-    jax.block_until_ready(fn(jax.random.key(0), betas, ref_b, ref_l, 0, pos, 0))
+    jax.block_until_ready(fn(jax.random.key(0), betas, ref_b, ref_l, 0, pos, 0, None))
 
     def timed():
         t = time.perf_counter()
-        jax.block_until_ready(fn(jax.random.key(1), betas, ref_b, ref_l, 0, pos, 0))
+        jax.block_until_ready(fn(jax.random.key(1), betas, ref_b, ref_l, 0, pos, 0, None))
         return (time.perf_counter() - t) / num_steps
 
     return timed
