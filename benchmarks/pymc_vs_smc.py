@@ -12,7 +12,7 @@ the chains then run one after another; it is also run with cores=2 (chains in 2 
 and speed-ups are against the faster of the two.
 sample_hais with its defaults (adaptive schedule, step size and diagonal mass matrix from a
 pilot run; on CPU the particles run in two groups per core): 256 particles at the listed
-number of temperatures K and at K/2, 512 particles at K/2; 4 chains × 128 particles at K/2
+number of temperatures K and at K/2, 512 and 1024 particles at K/2; 4 chains × 128 particles at K/2
 (its error bar pools the chains: the larger of their own SEs and their spread); and 2048
 particles at K (toward the time pm.sample_smc takes, for accuracy at equal time). Times:
 whole calls, the first on each model (compilation included) and the later ones (another
@@ -112,6 +112,7 @@ def main():
             hais(256, steps),
             hais(256, steps // 2),
             hais(512, steps // 2),
+            hais(1024, steps // 2),
             hais(128, steps // 2, chains=4),
             hais(2048, steps),
             ("pm.sample_smc (2000 draws × 4 chains, its default cores=1 here)", dict(cores=1)),
