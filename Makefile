@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/speed.py --out docs/speed.md
 	$(PY) benchmarks/rng.py --out docs/rng.md
 	$(PY) benchmarks/schedules.py --out docs/schedules.md
+	$(PY) benchmarks/groups.py --out docs/groups.md
 	$(PY) benchmarks/evidence_peers.py --out docs/evidence_peers.md
 	$(PY) benchmarks/pymc_vs_smc.py --out docs/pymc_vs_smc.md
 	$(PY) benchmarks/pymc_vs_smc.py --seeds 20 --only funnel --out docs/pymc_vs_smc_funnel.md

@@ -287,7 +287,7 @@ def _num_groups(num_particles):
     XLA runs one vmapped scan on about one core, and part of each step waits on small
     thread-pool tasks (fusions XLA splits across threads, YNNPACK calls); independent groups
     dispatched from threads fill those gaps. Two groups per core beat one per core by
-    1.1–1.4× (20-D regression and funnel, 256–512 particles, 2 cores; docs/speed.md). Groups
+    1.1–1.4× (regressions and funnel, 256–512 particles, 2 cores; docs/groups.md). Groups
     keep ≥ 32 particles and divide the population evenly; on an accelerator one batch is best.
     The environment variable ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where
     processes already share the cores, as under ``pytest -n``).

@@ -176,7 +176,7 @@ def hais_kernel(
         # way, and drawn here XLA computes them in a fusion of their own. Fused into this
         # momentum update (with the Metropolis selects) the inverse-CDF arithmetic made that
         # fusion look compute-bound to XLA:CPU, which split it into ~13 thread-pool tasks per
-        # step: 1.7x slower per step on the 20-D regression (docs/architecture.md).
+        # step: 1.8x slower per step on the 20-D regression (docs/architecture.md).
         noise = fast_random.normal(rng_key, momentum.shape, salt=0, dtype=momentum.dtype)
         return HMCState(position, momentum, potential, noise), info
 
