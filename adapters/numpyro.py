@@ -39,7 +39,7 @@ import ppl_hais as ph
 from ppl_hais.adapters._numpyro_exchange import BoundedEnergyDist, Exchange  # noqa: F401
 from ppl_hais.adapters._numpyro_mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: F401
 from ppl_hais.arviz import from_ais
-from ppl_hais.compare import _pool
+from ppl_hais.evidence import evidence
 
 __all__ = [
     "HAIS",
@@ -47,8 +47,6 @@ __all__ = [
     "Exchange",
     "ReducedFlipHMC",
     "NumPyroTarget",
-    "model_target",
-    "laplace_initial",
     "guide_initial",
 ]
 
@@ -190,6 +188,15 @@ class NumPyroTarget:
 
         return jax.vmap(one)(jax.random.split(rng_key, num))
 
+    @property
+    def prior(self):
+        """The prior as an initial distribution (None when a prior is improper)."""
+        if self.improper:
+            return None
+        if "_prior" not in self.__dict__:
+            self._prior = _PriorInitial(self)
+        return self._prior
+
     def constrain(self, z):
         """Constrained values of every latent and deterministic site at flat z (vmappable)."""
         return constrain_fn(
@@ -209,41 +216,6 @@ class _PriorInitial:
 
     def log_density(self, z):
         return self.nt.log_prior(z)
-
-
-def model_target(nt: NumPyroTarget, initial="prior"):
-    """The core's AnnealingTarget for a NumPyro model and an initial distribution.
-
-    ``initial="prior"``: anneal prior → posterior (log_likelihood form). A Gaussian (or any
-    normalized distribution over the flat unconstrained z): anneal q → prior × likelihood.
-    """
-    if isinstance(initial, str) and initial == "prior":
-        return ph.AnnealingTarget(initial=_PriorInitial(nt), log_likelihood=nt.log_likelihood)
-    if not (
-        callable(getattr(initial, "sample", None))
-        and callable(getattr(initial, "log_density", None))
-    ):
-        raise TypeError(
-            "initial must be 'prior', 'laplace', a guide, or a distribution "
-            "with sample(key, n) and log_density(z)"
-        )
-    dim = getattr(initial, "dim", None)
-    if dim is not None and dim != nt.dim:
-        raise ValueError(
-            f"the initial distribution has dimension {dim}; the model has "
-            f"{nt.dim} unconstrained coordinates"
-        )
-    return ph.AnnealingTarget(initial=initial, log_density=nt.log_joint)
-
-
-def laplace_initial(nt: NumPyroTarget, rng_key=None, scale_inflation=1.2, num_restarts=4):
-    """A Gaussian at the posterior mode in unconstrained space (``ph.laplace_gaussian``),
-    searched from zeros and a few prior draws (zeros only for improper priors)."""
-    key = jax.random.key(1) if rng_key is None else rng_key
-    starts = jnp.zeros((1, nt.dim))
-    if not nt.improper:
-        starts = jnp.concatenate([starts, nt.sample_prior(key, num_restarts)])
-    return ph.laplace_gaussian(nt.log_joint, starts, scale_inflation)
 
 
 def guide_initial(nt: NumPyroTarget, guide, params):
@@ -300,12 +272,20 @@ class HAIS:
     adapt_mass_matrix : bool
         With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
         (as NUTS's ``adapt_mass_matrix``, but following the annealing).
-    initial : "prior", "laplace", a ``ph.Gaussian``, or ``(guide, params)``
-        Where annealing starts. ``"prior"`` (default) needs a proper prior. With vague or
-        improper priors, ``"laplace"`` (a Gaussian fitted at the mode) or a fitted autoguide
-        makes the path far shorter; the estimate is still of p(data | model) with the
-        model's own prior.
+    initial : "auto", "prior", "laplace", a ``ph.Gaussian``, or ``(guide, params)``
+        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
+        and from a Gaussian fitted at the posterior mode (Laplace) and keeps the one whose
+        weights degenerate less (:func:`ppl_hais.evidence.choose_initial`): with a vague
+        prior the Laplace start is orders of magnitude more accurate; with a hierarchical
+        model the prior usually wins. Any of them estimates p(data | model) with the model's
+        own prior: the initial only changes the path.
+    bidirectional : bool
+        Also anneal back from a quarter of the final particles and report the gap (a bias
+        diagnostic; :func:`bdmc` gives the bounds on simulated data).
     progress_bar : bool
+
+    The estimate comes with its trust checks (Pareto k̂, importance ESS, chains' agreement):
+    a failed check raises :class:`ppl_hais.EvidenceWarning` and shows in ``print_summary``.
 
     Examples
     --------
@@ -322,9 +302,10 @@ class HAIS:
         schedule="adaptive",
         step_size="auto",
         refresh=0.5,
-        initial="prior",
+        initial="auto",
         target_accept=None,
         adapt_mass_matrix=True,
+        bidirectional=False,
         progress_bar=True,
     ):
         self.model = model
@@ -337,70 +318,73 @@ class HAIS:
         self.initial = initial
         self.target_accept = target_accept
         self.adapt_mass_matrix = adapt_mass_matrix
+        self.bidirectional = bidirectional
         self.progress_bar = progress_bar
-        self.results = None
-        self._target = None
+        self.evidence = None
         self._samples = None
 
     # -- running
     def run(self, rng_key, *args, **kwargs):
         """Anneal from the initial distribution to the posterior of ``model(*args, **kwargs)``."""
         ph.enable_x64()
-        key_trace, key_init, key_run = jax.random.split(rng_key, 3)
+        key_trace, key_run, self._key_draws = jax.random.split(rng_key, 3)
         nt = NumPyroTarget(self.model, args, kwargs, key_trace)
         initial = self.initial
-        if isinstance(initial, str) and initial == "laplace":
-            initial = laplace_initial(nt, key_init)
-        elif isinstance(initial, tuple) and len(initial) == 2:
+        if isinstance(initial, tuple) and len(initial) == 2:
             initial = guide_initial(nt, *initial)
-        elif isinstance(initial, str) and initial != "prior":
-            raise ValueError(
-                f"unknown initial {initial!r}: use 'prior', 'laplace', a "
-                "ph.Gaussian or (guide, params)"
-            )
-        target = model_target(nt, initial)
-        self.results = [
-            ph.hais(
-                k,
-                target,
-                num_particles=self.num_particles,
-                num_steps=self.num_steps,
-                schedule=self.schedule,
-                step_size=self.step_size,
-                refresh=self.refresh,
-                target_accept=self.target_accept,
-                adapt_mass_matrix=self.adapt_mass_matrix,
-                progress_bar=self.progress_bar,
-            )
-            for k in jax.random.split(key_run, self.num_chains)
-        ]
-        self._nt, self._target = nt, target
+        self.evidence = evidence(
+            key_run,
+            nt,
+            initial=initial,
+            num_chains=self.num_chains,
+            num_particles=self.num_particles,
+            num_steps=self.num_steps,
+            schedule=self.schedule,
+            step_size=self.step_size,
+            refresh=self.refresh,
+            target_accept=self.target_accept,
+            adapt_mass_matrix=self.adapt_mass_matrix,
+            bidirectional=self.bidirectional,
+            progress_bar=self.progress_bar,
+        )
+        self._nt = nt
         self._samples = None
 
     def _require(self):
-        if self.results is None:
+        if self.evidence is None:
             raise RuntimeError("call .run(rng_key, *args, **kwargs) first")
 
     # -- estimates
     @property
+    def results(self):
+        """The chains' :class:`ppl_hais.AISResult` (None before ``run``)."""
+        return None if self.evidence is None else self.evidence.results
+
+    @property
     def log_evidence(self) -> float:
         """log p(data | model): the pooled estimate over chains."""
         self._require()
-        return _pool([r.log_z for r in self.results], [r.log_z_se for r in self.results])[0]
+        return self.evidence.log_z
 
     @property
     def log_evidence_se(self) -> float:
+        """Its standard error (inf when the weights' variance does not exist)."""
         self._require()
-        return float(
-            np.sqrt(_pool([r.log_z for r in self.results], [r.log_z_se for r in self.results])[1])
-        )
+        return self.evidence.log_z_se
+
+    @property
+    def warning(self) -> bool:
+        """True when a trust check failed (see ``evidence.checks``)."""
+        self._require()
+        return self.evidence.warning
 
     # -- posterior
     def _draws(self):
         """Resampled particles per chain, constrained, deterministic sites included."""
         if self._samples is None:
             self._require()
-            zs = np.stack([r.particles[r.resample(c)] for c, r in enumerate(self.results)])
+            idx = self.evidence.resample(self._key_draws)
+            zs = np.stack([r.particles[i] for r, i in zip(self.results, idx, strict=True)])
             flat = jnp.asarray(zs.reshape(-1, zs.shape[-1]))
             values = jax.jit(jax.vmap(self._nt.constrain))(flat)
             self._samples = jax.tree.map(
@@ -416,18 +400,24 @@ class HAIS:
         return {k: v.reshape((-1,) + v.shape[2:]) for k, v in s.items()}
 
     def print_summary(self, prob=0.9):
-        """The evidence with its error bar, per-chain diagnostics, and the posterior summary."""
+        """The evidence with its error bar and checks, per-chain diagnostics, and the posterior
+        summary. The posterior draws are particles resampled by weight: copies of a particle
+        sit next to each other, so ``n_eff`` stays near the importance ESS printed above."""
         self._require()
+        ev = self.evidence
         print(
             f"log marginal likelihood = {self.log_evidence:.4f} ± {self.log_evidence_se:.4f}"
             f"  ({self.num_chains} chain(s) × {self.num_particles} particles, "
-            f"{self.num_steps} temperatures)"
+            f"{self.num_steps} temperatures, initial: {ev.initial})"
         )
         for c, r in enumerate(self.results):
             print(
-                f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, ESS {r.ess:.0f}, "
-                f"acceptance {np.mean(r.acceptance):.2f}, {r.wall_time:.1f} s"
+                f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "
+                f"Pareto k {r.pareto_k:.2f}, acceptance {np.mean(r.acceptance):.2f}, "
+                f"{r.wall_time:.1f} s"
             )
+        for check in ev.checks:
+            print(f"  WARNING {check}")
         numpyro.diagnostics.print_summary(
             {k: v for k, v in self.get_samples(group_by_chain=True).items()},
             prob=prob,
@@ -460,11 +450,13 @@ class HAIS:
             log_likelihood=log_lik,
             observed_data=obs,
             attrs={"inference_library": "ppl_hais (numpyro)"},
+            checks=self.evidence.checks,
+            initial=self.evidence.initial,
         )
 
     # -- the core's pieces, for users who want them
     @property
     def target(self):
-        """The core ``AnnealingTarget`` built for the last run."""
+        """The core ``AnnealingTarget`` the last run annealed."""
         self._require()
-        return self._target
+        return self.evidence.target

@@ -35,6 +35,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 
 import ppl_hais as ph
 from ppl_hais.arviz import from_ais
+from ppl_hais.evidence import evidence
 
 __all__ = ["sample_hais", "sample_reduced_flip_hmc", "PyMCTarget"]
 
@@ -152,9 +153,13 @@ class PyMCTarget:
         return jax.jit(jax.vmap(self.constrain))
 
     @cached_property
-    def prior_target(self):
-        """The core's target annealed from the prior (one object, so compiled scans are reused)."""
-        return ph.AnnealingTarget(initial=_HostPrior(self), log_likelihood=self.log_likelihood)
+    def _host_prior(self):
+        return _HostPrior(self)
+
+    @property
+    def prior(self):
+        """The prior as an initial distribution (None when a prior is improper)."""
+        return None if self.improper else self._host_prior
 
 
 class _HostPrior:
@@ -197,28 +202,6 @@ def _cached_target(model) -> PyMCTarget:
     return target
 
 
-def _initial(target, initial, seed):
-    if isinstance(initial, str):
-        if initial == "prior":
-            return "prior"
-        if initial == "laplace":
-            return _laplace(target, seed)
-        raise ValueError(f"unknown initial {initial!r}: use 'prior', 'laplace' or a ph.Gaussian")
-    if getattr(initial, "dim", target.dim) != target.dim:
-        raise ValueError(
-            f"the initial distribution has dimension {initial.dim}; the model has "
-            f"{target.dim} transformed coordinates"
-        )
-    return initial
-
-
-def _laplace(target: PyMCTarget, seed, scale_inflation=1.2):
-    starts = np.zeros((1, target.dim))
-    if not target.improper:
-        starts = np.concatenate([starts, target.sample_prior(3, seed)])
-    return ph.laplace_gaussian(target.log_joint, starts, scale_inflation)
-
-
 def sample_hais(
     draws: int = 1000,
     num_steps: int = 1000,
@@ -230,7 +213,8 @@ def sample_hais(
     schedule="adaptive",
     step_size="auto",
     refresh: float = 0.5,
-    initial="prior",
+    initial="auto",
+    bidirectional: bool = False,
     idata_kwargs: dict | None = None,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
@@ -252,9 +236,15 @@ def sample_hais(
         As in :func:`ppl_hais.hais`. The default schedule places the temperatures at equal
         thermodynamic length and the step size follows a target acceptance, both measured on
         a discarded pilot run before the main run (the estimate stays unbiased).
-    initial : "prior", "laplace" or ph.Gaussian
-        Start from the prior (default; needs proper priors), from a Gaussian fitted at the
-        posterior mode, or from a given Gaussian over the transformed coordinates.
+    initial : "auto", "prior", "laplace" or ph.Gaussian
+        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
+        and from a Gaussian fitted at the posterior mode and keeps the one whose weights
+        degenerate less (:func:`ppl_hais.evidence.choose_initial`); ``"prior"`` needs proper
+        priors; or a given Gaussian over the transformed coordinates. The estimate is of
+        p(data | model) with the model's own prior whatever the start.
+    bidirectional : bool
+        Also anneal back from a quarter of the final particles and report the gap
+        (``log_marginal_likelihood_upper`` in sample_stats; a bias diagnostic).
     idata_kwargs : dict, optional
         ``{"log_likelihood": True}`` adds the pointwise log likelihood (for ``az.loo``).
 
@@ -264,32 +254,36 @@ def sample_hais(
         ``posterior`` (constrained variables and deterministics, model coords/dims),
         ``sample_stats`` with ``log_marginal_likelihood`` and its standard error
         ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
-        array per stage instead), ``observed_data``, ``constant_data``.
+        array per stage instead; ``inf`` when the weights' variance does not exist),
+        ``importance_ess``, ``pareto_k`` and ``evidence_warning`` per chain, the failed
+        checks in the group's ``evidence_checks`` attribute; ``observed_data``,
+        ``constant_data``. The posterior draws are particles resampled by weight, copies
+        side by side, so ``az.ess`` of them stays near the importance ESS.
+
+    A failed trust check (Pareto k̂, importance ESS, chains' agreement) raises
+    :class:`ppl_hais.EvidenceWarning` naming the check and the remedy.
     """
     model = pm.modelcontext(model)
     ph.enable_x64()
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
     target = _cached_target(model)
-    init = _initial(target, initial, int(seed))
-    if isinstance(init, str):  # the prior: draw it on the host once per chain
-        core_target = target.prior_target
-    else:
-        core_target = ph.AnnealingTarget(initial=init, log_density=target.log_joint)
-    keys = jax.random.split(jax.random.key(int(seed)), chains)
-    results = [
-        ph.hais(
-            k,
-            core_target,
-            num_particles=draws,
-            num_steps=num_steps,
-            schedule=schedule,
-            step_size=step_size,
-            refresh=refresh,
-            progress_bar=progressbar,
-        )
-        for k in keys
-    ]
-    zs = np.stack([r.particles[r.resample(c)] for c, r in enumerate(results)])
+    key_run, key_draws = jax.random.split(jax.random.key(int(seed)))
+    ev = evidence(
+        key_run,
+        target,
+        initial=initial,
+        num_chains=chains,
+        num_particles=draws,
+        num_steps=num_steps,
+        schedule=schedule,
+        step_size=step_size,
+        refresh=refresh,
+        bidirectional=bidirectional,
+        progress_bar=progressbar,
+    )
+    results = ev.results
+    idx = ev.resample(key_draws)
+    zs = np.stack([r.particles[i] for r, i in zip(results, idx, strict=True)])
     values = target.constrain_batch(jnp.asarray(zs.reshape(-1, target.dim)))
     posterior = {
         v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
@@ -304,6 +298,8 @@ def sample_hais(
         coords=coords,
         dims=dims,
         attrs={"inference_library": "ppl_hais (pymc)"},
+        checks=ev.checks,
+        initial=ev.initial,
     )
     if (idata_kwargs or {}).get("log_likelihood", False):
         pm.compute_log_likelihood(idata, model=model, progressbar=False)

@@ -5,9 +5,10 @@ target density over flat vectors) with a transition kernel and returns an :class
 Adapters for NumPyro and PyMC live in :mod:`ppl_hais.adapters`.
 """
 
-from . import exchange, mcmc, plots
+from . import diagnostics, exchange, mcmc, plots
 from .compare import compare_evidence
-from .driver import ais, enable_x64, hais
+from .diagnostics import EvidenceWarning
+from .driver import ais, bdmc, enable_x64, hais
 from .exchange import BoundedEnergy, RejectionBudgetError
 from .kernels import (
     TransitionKernel,
@@ -25,12 +26,14 @@ from .schedules import (
     linear_schedule,
     make_schedule,
     sigmoid_schedule,
+    survey_schedule,
 )
 from .target import AnnealingTarget, Gaussian, Potential
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "diagnostics",
     "exchange",
     "mcmc",
     "plots",
@@ -39,6 +42,7 @@ __all__ = [
     "AnnealingTarget",
     "AnnealingTrace",
     "BoundedEnergy",
+    "EvidenceWarning",
     "RejectionBudgetError",
     "Gaussian",
     "LogLikelihoodEstimate",
@@ -46,6 +50,7 @@ __all__ = [
     "TransitionKernel",
     "ais",
     "analysis_log_likelihood",
+    "bdmc",
     "compare_evidence",
     "enable_x64",
     "generative_log_likelihood",
@@ -60,4 +65,5 @@ __all__ = [
     "refresh_fraction",
     "resampled_hmc_kernel",
     "sigmoid_schedule",
+    "survey_schedule",
 ]

@@ -8,55 +8,52 @@ import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
 
+from .diagnostics import pool, warn
+
 __all__ = ["compare_evidence", "evidence_of"]
 
 
 def _from_idata(idata):
-    ss = idata.sample_stats
+    """(log evidence, SE, warned) from ppl_hais's or pm.sample_smc's InferenceData."""
+    ss = idata["sample_stats"]
     lml = np.asarray(ss["log_marginal_likelihood"].values)
     if lml.dtype == object:  # pm.sample_smc: (chain, stage) objects, NaN until beta = 1
         lml = np.array([[np.asarray(v, float).ravel()[-1] for v in row] for row in lml])
     lml = np.asarray(lml, dtype=float)
     if lml.ndim == 2:  # (chain, draw): the last finite value of each chain is its estimate
         lml = np.array([row[np.isfinite(row)][-1] for row in lml])
+    warned = bool(
+        ("evidence_warning" in ss and np.any(np.asarray(ss["evidence_warning"].values)))
+        or ss.attrs.get("evidence_checks")
+    )
     if "log_marginal_likelihood_se" in ss:
         se = np.asarray(ss["log_marginal_likelihood_se"].values, float)
-        est, var = _pool(lml, se)
-        return est, np.sqrt(var)
+        est, var = pool(lml, se)
+        return est, float(np.sqrt(var)), warned
     if lml.size > 1:  # independent chains without their own error bars: their spread
-        return float(logsumexp(lml) - np.log(lml.size)), float(
-            np.std(lml, ddof=1) / np.sqrt(lml.size)
-        )
-    return float(lml[0]), float("nan")
-
-
-def _pool(log_z, se):
-    """Pool independent runs of equal size: log of the mean of the Ẑ's, and the variance of it.
-
-    The variance is the larger of two estimates: the runs' own (delta method on each run's SE
-    from its weights) and the runs' spread, Var_c(Ẑ_c/Ẑ)/C. Runs that disagree by more than
-    their weights say (heavy-tailed weights, a mode one run missed) widen the error bar.
-    """
-    log_z, se = np.atleast_1d(log_z), np.atleast_1d(se)
-    c = log_z.size
-    est = float(logsumexp(log_z) - np.log(c))
-    rel = np.exp(log_z - est)  # Ẑ_c / Ẑ
-    var = float(np.sum((rel * se) ** 2) / c**2)
-    if c > 1:
-        var = max(var, float(np.var(rel, ddof=1) / c))
-    return est, var
+        est = float(logsumexp(lml) - np.log(lml.size))
+        return est, float(np.std(lml, ddof=1) / np.sqrt(lml.size)), warned
+    return float(lml[0]), float("nan"), warned
 
 
 def evidence_of(obj):
-    """(log evidence, standard error) of an AISResult, an adapter object or InferenceData."""
+    """(log evidence, standard error) of an AISResult, an adapter object, the evidence
+    workflow's result, InferenceData (ppl_hais's or ``pm.sample_smc``'s) or a (log Z, SE)
+    pair."""
+    return _estimate(obj)[:2]
+
+
+def _estimate(obj):
+    """(log evidence, standard error, warned): ``warned`` is whether a trust check of that
+    estimate failed."""
     if hasattr(obj, "log_evidence") and hasattr(obj, "log_evidence_se"):
-        return float(obj.log_evidence), float(obj.log_evidence_se)
+        return float(obj.log_evidence), float(obj.log_evidence_se), bool(obj.warning)
     if hasattr(obj, "log_z") and hasattr(obj, "log_z_se"):
-        return float(obj.log_z), float(obj.log_z_se)
-    if hasattr(obj, "sample_stats"):
+        return float(obj.log_z), float(obj.log_z_se), bool(getattr(obj, "warning", False))
+    if hasattr(obj, "sample_stats") or (hasattr(obj, "children") and "sample_stats" in obj):
         return _from_idata(obj)
     if isinstance(obj, tuple) and len(obj) == 2:
-        return float(obj[0]), float(obj[1])
+        return float(obj[0]), float(obj[1]), False
     raise TypeError(f"cannot read a log evidence from {type(obj).__name__}")
 
 
@@ -88,8 +85,10 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
     if not models:
         raise ValueError("compare_evidence needs at least one model")
     names = list(models)
-    est = np.array([evidence_of(models[n]) for n in names])
-    log_z, se = est[:, 0], est[:, 1]
+    est = [_estimate(models[n]) for n in names]
+    log_z = np.array([e[0] for e in est])
+    se = np.array([e[1] for e in est])
+    warned = np.array([e[2] for e in est], dtype=bool)
     prior = (
         np.ones(len(names))
         if prior_probs is None
@@ -110,7 +109,19 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
             "dse": np.where(order == best, 0.0, np.sqrt(se[order] ** 2 + se[best] ** 2)),
             "bayes_factor": np.exp(log_z[best] - log_z[order]),
             "prob": prob[order],
+            "warning": warned[order],
         },
         index=[names[i] for i in order],
     )
+    untrusted = [n for n, w, e in zip(names, warned, se, strict=True) if w or np.isinf(e)]
+    if untrusted:
+        df["prob"] = np.nan
+        warn(
+            [
+                f"model(s) {untrusted}: their evidence estimate failed a trust check or has an "
+                "infinite SE, so no model probability is reported. Remedy: rerun them with "
+                "more temperatures/particles or initial='laplace' until they pass."
+            ],
+            "model comparison",
+        )
     return df

