@@ -19,6 +19,8 @@ plus every ``numpyro.factor`` (a factor has no prior to draw from, so it is anne
 
 from __future__ import annotations
 
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,6 +42,9 @@ from ppl_hais.adapters._numpyro_exchange import BoundedEnergyDist, Exchange  # n
 from ppl_hais.adapters._numpyro_mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: F401
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
+from ppl_hais.precision import float64
+from ppl_hais.random import check_key
+from ppl_hais.structure import compile_once, merge, split
 
 __all__ = [
     "HAIS",
@@ -124,42 +129,117 @@ def _check_sites(tr):
     return latent, observed, factors, improper
 
 
+class _Structure:
+    """What a NumPyroTarget keeps across runs of one model on data of the same shapes: the
+    model, the static part of its arguments, and the latent sites' flattening. One object per
+    such key (kept in ``_STRUCTURES``), so equal keys give equal pytree definitions and the
+    compiled scans are reused. ``baked`` holds the data itself for a model that cannot run on
+    traced data (then every new data set compiles anew, as before)."""
+
+    def __init__(self, model, data_structure, latent, observed, factors, improper, unravel, dim):
+        self.model = model
+        self.data_structure = data_structure
+        self.latent, self.observed, self.factors, self.improper = (
+            latent,
+            observed,
+            factors,
+            improper,
+        )
+        self.unravel = unravel
+        self.dim = dim
+        self.prior_names = set(latent) | {f"_{n}_log_det" for n in latent}
+        self.baked = None
+
+
+_STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _structure_for(model, args, kwargs, sites, unravel, dim, shapes) -> tuple[_Structure, list]:
+    data_structure, arrays = split((tuple(args), dict(kwargs)))
+    key = (data_structure, sites, shapes)
+    try:
+        per_model = _STRUCTURES.setdefault(model, {})
+    except TypeError:  # a model that cannot be weakly referenced: no reuse across objects
+        per_model = {}
+    st = per_model.get(key)
+    if st is None:
+        st = _Structure(model, data_structure, *sites, unravel, dim)
+        per_model[key] = st
+    return st, arrays
+
+
 class NumPyroTarget:
     """A NumPyro model seen as flat log prior / log likelihood over unconstrained z.
 
     ``log_prior(z)`` includes the log-Jacobians of the constraining transforms; the order of z is
     ``jax.flatten_util.ravel_pytree`` of the dict of unconstrained latent values (sorted names).
+
+    A pytree: its leaves are the array arguments of the model (the data), everything else is
+    static, so the driver compiles once per model and data *shapes* (NumPyro's
+    ``jit_model_args``); a model that cannot run on traced data (Python control flow on data
+    values) falls back to compiling per data set.
     """
 
     def __init__(self, model, model_args=(), model_kwargs=None, rng_key=None):
-        self.model = model
-        self.args = tuple(model_args)
-        self.kwargs = dict(model_kwargs or {})
+        args, kwargs = tuple(model_args), dict(model_kwargs or {})
         key = jax.random.key(0) if rng_key is None else rng_key
         seeded = handlers.seed(model, key)
         try:
-            tr = handlers.trace(seeded).get_trace(*self.args, **self.kwargs)
+            tr = handlers.trace(seeded).get_trace(*args, **kwargs)
         except NotImplementedError:
             # ImproperUniform cannot be sampled: find the sites with NumPyro's own init strategy
             tr = handlers.trace(
                 handlers.substitute(seeded, substitute_fn=init_to_uniform)
-            ).get_trace(*self.args, **self.kwargs)
-        self.latent, self.observed, self.factors, self.improper = _check_sites(tr)
-        unconstrained = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in self.latent}
-        flat, self.unravel = ravel_pytree(unconstrained)
-        self.dim = int(flat.size)
-        self.shapes = {n: jnp.shape(v) for n, v in unconstrained.items()}
-        self.prior_names = set(self.latent) | {f"_{n}_log_det" for n in self.latent}
+            ).get_trace(*args, **kwargs)
+        sites = tuple(tuple(x) for x in _check_sites(tr))
+        unconstrained = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in sites[0]}
+        flat, unravel = ravel_pytree(unconstrained)
+        shapes = tuple((n, tuple(jnp.shape(v))) for n, v in sorted(unconstrained.items()))
+        self._st, self._arrays = _structure_for(
+            model, args, kwargs, sites, unravel, int(flat.size), shapes
+        )
+        if self._st.baked is None and self._arrays and not self._runs_traced(flat):
+            self._st = _Structure(model, None, *sites, unravel, int(flat.size))
+            self._st.baked = (args, kwargs)
+            self._arrays = []
+
+    def _runs_traced(self, z) -> bool:
+        """Whether the model's densities trace with the data as abstract values."""
+        try:
+            jax.eval_shape(lambda t, z: _log_parts(t, z), self, z)
+        except jax.errors.JAXTypeError:
+            return False
+        return True
+
+    # the data, and the structure's fields
+    @property
+    def model(self):
+        return self._st.model
+
+    @property
+    def args(self):
+        return self._data[0]
+
+    @property
+    def kwargs(self):
+        return self._data[1]
+
+    @property
+    def _data(self):
+        if self._st.baked is not None:
+            return self._st.baked
+        return merge(self._st.data_structure, self._arrays)
+
+    latent = property(lambda self: list(self._st.latent))
+    observed = property(lambda self: list(self._st.observed))
+    factors = property(lambda self: list(self._st.factors))
+    improper = property(lambda self: list(self._st.improper))
+    dim = property(lambda self: self._st.dim)
+    unravel = property(lambda self: self._st.unravel)
 
     def log_parts(self, z):
         """(log prior incl. Jacobians, log likelihood incl. factors) at flat unconstrained z."""
-        params = self.unravel(z)
-        log_probs, _ = compute_log_probs(
-            _unconstrain_params(self.model, params), self.args, self.kwargs, {}
-        )
-        prior = sum((v for k, v in log_probs.items() if k in self.prior_names), start=0.0)
-        lik = sum((v for k, v in log_probs.items() if k not in self.prior_names), start=0.0)
-        return prior, lik
+        return _log_parts(self, z)
 
     def log_prior(self, z):
         return self.log_parts(z)[0]
@@ -180,9 +260,10 @@ class NumPyroTarget:
                 "initial='laplace' or initial=ph.Gaussian(mean, scale) over the "
                 f"{self.dim} unconstrained coordinates."
             )
+        args, kwargs = self._data
 
         def one(key):
-            tr = handlers.trace(handlers.seed(self.model, key)).get_trace(*self.args, **self.kwargs)
+            tr = handlers.trace(handlers.seed(self.model, key)).get_trace(*args, **kwargs)
             vals = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in self.latent}
             return ravel_pytree(vals)[0]
 
@@ -193,15 +274,49 @@ class NumPyroTarget:
         """The prior as an initial distribution (None when a prior is improper)."""
         if self.improper:
             return None
-        if "_prior" not in self.__dict__:
-            self._prior = _PriorInitial(self)
-        return self._prior
+        return _PriorInitial(self)
 
     def constrain(self, z):
         """Constrained values of every latent and deterministic site at flat z (vmappable)."""
-        return constrain_fn(
-            self.model, self.args, self.kwargs, self.unravel(z), return_deterministic=True
+        args, kwargs = self._data
+        return constrain_fn(self.model, args, kwargs, self.unravel(z), return_deterministic=True)
+
+
+def _log_parts(nt: NumPyroTarget, z):
+    args, kwargs = nt._data
+    log_probs, _ = compute_log_probs(_unconstrain_params(nt.model, nt.unravel(z)), args, kwargs, {})
+    names = nt._st.prior_names
+    prior = sum((v for k, v in log_probs.items() if k in names), start=0.0)
+    lik = sum((v for k, v in log_probs.items() if k not in names), start=0.0)
+    return prior, lik
+
+
+jax.tree_util.register_pytree_node(
+    NumPyroTarget,
+    lambda nt: (tuple(nt._arrays), nt._st),
+    lambda st, arrays: _rebuild(st, arrays),
+)
+
+
+def _rebuild(st, arrays):
+    nt = object.__new__(NumPyroTarget)
+    nt._st, nt._arrays = st, list(arrays)
+    return nt
+
+
+_constrain_batch = compile_once(lambda nt, flat: jax.vmap(nt.constrain)(flat))
+
+
+def _refuse_foreign_model(model):
+    """A clear error for what is not a NumPyro model function."""
+    kind = type(model).__module__.split(".")[0]
+    if kind == "pymc":
+        raise TypeError(
+            "phn.HAIS got a PyMC model: use ppl_hais.adapters.pymc.sample_hais inside "
+            "`with model:` (phn.HAIS takes a NumPyro model function)"
         )
+    if not callable(model):
+        raise TypeError(f"phn.HAIS needs a NumPyro model function, got {type(model).__name__}")
 
 
 class _PriorInitial:
@@ -216,6 +331,11 @@ class _PriorInitial:
 
     def log_density(self, z):
         return self.nt.log_prior(z)
+
+
+jax.tree_util.register_pytree_node(
+    _PriorInitial, lambda q: ((q.nt,), None), lambda _, children: _PriorInitial(children[0])
+)
 
 
 def guide_initial(nt: NumPyroTarget, guide, params):
@@ -308,6 +428,12 @@ class HAIS:
         bidirectional=False,
         progress_bar=True,
     ):
+        _refuse_foreign_model(model)
+        for name, value in (
+            ("num_particles", num_particles), ("num_steps", num_steps), ("num_chains", num_chains),
+        ):  # fmt: skip
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.model = model
         self.num_particles = int(num_particles)
         self.num_steps = int(num_steps)
@@ -324,29 +450,49 @@ class HAIS:
         self._samples = None
 
     # -- running
-    def run(self, rng_key, *args, **kwargs):
-        """Anneal from the initial distribution to the posterior of ``model(*args, **kwargs)``."""
-        ph.enable_x64()
-        key_trace, key_run, self._key_draws = jax.random.split(rng_key, 3)
-        nt = NumPyroTarget(self.model, args, kwargs, key_trace)
-        initial = self.initial
-        if isinstance(initial, tuple) and len(initial) == 2:
-            initial = guide_initial(nt, *initial)
-        self.evidence = evidence(
-            key_run,
-            nt,
-            initial=initial,
-            num_chains=self.num_chains,
-            num_particles=self.num_particles,
-            num_steps=self.num_steps,
-            schedule=self.schedule,
-            step_size=self.step_size,
-            refresh=self.refresh,
-            target_accept=self.target_accept,
-            adapt_mass_matrix=self.adapt_mass_matrix,
-            bidirectional=self.bidirectional,
-            progress_bar=self.progress_bar,
-        )
+    def run(self, rng_key, *args, extra_fields=(), init_params=None, **kwargs):
+        """Anneal from the initial distribution to the posterior of ``model(*args, **kwargs)``.
+
+        Like ``MCMC.run``, ``extra_fields`` and ``init_params`` are not passed to the model:
+        ``init_params`` is refused (annealing starts from the initial distribution, see
+        ``initial=``) and so is ``extra_fields`` (every per-temperature diagnostic is already
+        in ``results[c].trace`` and ``to_arviz()``'s sample_stats). Runs in float64 (scoped:
+        the process's JAX setting is unchanged afterwards). A second run, or a new ``HAIS``,
+        on the same model and data shapes reuses the compiled code.
+        """
+        if extra_fields:
+            raise TypeError(
+                "HAIS.run takes no extra_fields (MCMC.run's): the per-temperature diagnostics "
+                "are in hais.results[c].trace and in to_arviz()'s sample_stats"
+            )
+        if init_params is not None:
+            raise TypeError(
+                "HAIS.run takes no init_params: annealing starts from the initial "
+                "distribution (HAIS(initial='prior' | 'laplace' | ph.Gaussian | (guide, params)))"
+            )
+        _refuse_foreign_model(self.model)
+        rng_key = check_key(rng_key)
+        with jax.enable_x64(True):
+            key_trace, key_run, self._key_draws = jax.random.split(rng_key, 3)
+            nt = NumPyroTarget(self.model, args, kwargs, key_trace)
+            initial = self.initial
+            if isinstance(initial, tuple) and len(initial) == 2:
+                initial = guide_initial(nt, *initial)
+            self.evidence = evidence(
+                key_run,
+                nt,
+                initial=initial,
+                num_chains=self.num_chains,
+                num_particles=self.num_particles,
+                num_steps=self.num_steps,
+                schedule=self.schedule,
+                step_size=self.step_size,
+                refresh=self.refresh,
+                target_accept=self.target_accept,
+                adapt_mass_matrix=self.adapt_mass_matrix,
+                bidirectional=self.bidirectional,
+                progress_bar=self.progress_bar,
+            )
         self._nt = nt
         self._samples = None
 
@@ -379,6 +525,7 @@ class HAIS:
         return self.evidence.warning
 
     # -- posterior
+    @float64
     def _draws(self):
         """Resampled particles per chain, constrained, deterministic sites included."""
         if self._samples is None:
@@ -386,7 +533,7 @@ class HAIS:
             idx = self.evidence.resample(self._key_draws)
             zs = np.stack([r.particles[i] for r, i in zip(self.results, idx, strict=True)])
             flat = jnp.asarray(zs.reshape(-1, zs.shape[-1]))
-            values = jax.jit(jax.vmap(self._nt.constrain))(flat)
+            values = _constrain_batch(self._nt, flat)
             self._samples = jax.tree.map(
                 lambda v: np.asarray(v).reshape(zs.shape[:2] + np.shape(v)[1:]), values
             )
@@ -424,6 +571,7 @@ class HAIS:
             group_by_chain=True,
         )
 
+    @float64
     def to_arviz(self, pointwise_log_likelihood=True):
         """``InferenceData`` with posterior, sample_stats, log_likelihood and observed_data."""
         self._require()
@@ -449,7 +597,7 @@ class HAIS:
             posterior,
             log_likelihood=log_lik,
             observed_data=obs,
-            attrs={"inference_library": "ppl_hais (numpyro)"},
+            library="ppl_hais (numpyro)",
             checks=self.evidence.checks,
             initial=self.evidence.initial,
         )

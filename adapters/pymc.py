@@ -34,7 +34,7 @@ from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 
 import ppl_hais as ph
-from ppl_hais.arviz import from_ais
+from ppl_hais.arviz import from_ais, from_mcmc
 from ppl_hais.evidence import evidence
 
 __all__ = ["sample_hais", "sample_reduced_flip_hmc", "PyMCTarget"]
@@ -297,7 +297,7 @@ def sample_hais(
         constant_data=find_constants(model),
         coords=coords,
         dims=dims,
-        attrs={"inference_library": "ppl_hais (pymc)"},
+        library="ppl_hais (pymc)",
         checks=ev.checks,
         initial=ev.initial,
     )
@@ -353,8 +353,6 @@ def sample_reduced_flip_hmc(
     >>> idata.posterior["mu"].shape
     (2, 200)
     """
-    import arviz as az
-
     model = pm.modelcontext(model)
     ph.enable_x64()
     rng = np.random.default_rng(random_seed)
@@ -396,19 +394,19 @@ def sample_reduced_flip_hmc(
         "lookahead_depth": st["lookahead_depth"],
     }
     coords, dims = coords_and_dims_for_inferencedata(model)
-    idata = az.from_dict(
-        posterior=posterior,
-        sample_stats=sample_stats,
+    idata = from_mcmc(
+        posterior,
+        sample_stats,
         observed_data=find_observations(model),
         constant_data=find_constants(model),
         coords=coords,
         dims=dims,
         attrs={
-            "inference_library": "ppl_hais (pymc)",
             "sampling_time": result.wall_time,
             "tuning_steps": tune,
             "sampler": f"reduced-flip HMC (lookahead={lookahead}, flips={flips})",
         },
+        library="ppl_hais (pymc)",
     )
     if (idata_kwargs or {}).get("log_likelihood", False):
         pm.compute_log_likelihood(idata, model=model, progressbar=False)

@@ -5,10 +5,10 @@ target density over flat vectors) with a transition kernel and returns an :class
 Adapters for NumPyro and PyMC live in :mod:`ppl_hais.adapters`.
 """
 
-from . import diagnostics, exchange, mcmc, plots
+from . import arviz, diagnostics, exchange, mcmc, plots
 from .compare import compare_evidence
 from .diagnostics import EvidenceWarning
-from .driver import ais, bdmc, enable_x64, hais
+from .driver import ais, bdmc, hais
 from .exchange import BoundedEnergy, RejectionBudgetError
 from .kernels import (
     TransitionKernel,
@@ -19,6 +19,7 @@ from .kernels import (
 )
 from .laplace import laplace_gaussian
 from .likelihood import LogLikelihoodEstimate, analysis_log_likelihood, generative_log_likelihood
+from .precision import enable_x64
 from .result import AISResult, AnnealingError, AnnealingTrace
 from .schedules import (
     adaptive_schedule,
@@ -33,6 +34,7 @@ from .target import AnnealingTarget, Gaussian, Potential
 __version__ = "0.1.0"
 
 __all__ = [
+    "arviz",
     "diagnostics",
     "exchange",
     "mcmc",

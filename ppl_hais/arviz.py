@@ -1,14 +1,123 @@
-"""ArviZ output shared by the core and both adapters (one place that builds InferenceData)."""
+"""ArviZ output for the core and both adapters: the one module that builds it.
+
+Each group is an ``xarray.Dataset`` built here with public xarray API; the groups are then
+assembled into what the installed ArviZ uses: ``xarray.DataTree`` on ArviZ >= 1,
+``arviz.InferenceData`` on ArviZ 0.x. Shared code reads either with ``obj["group"]["var"]``.
+"""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 
-import arviz as az
 import numpy as np
 import xarray as xr
 
-__all__ = ["from_ais", "sample_stats_dataset"]
+__all__ = [
+    "ARVIZ_1",
+    "assemble",
+    "dataset",
+    "from_ais",
+    "from_mcmc",
+    "group",
+    "group_names",
+    "sample_stats_dataset",
+]
+
+
+def _arviz_major() -> int:
+    try:
+        return int(metadata.version("arviz").split(".")[0])
+    except metadata.PackageNotFoundError:  # pragma: no cover - arviz is a dependency
+        return 0
+
+
+ARVIZ_1 = _arviz_major() >= 1
+"""Whether the installed ArviZ is 1.x (DataTree) rather than 0.x (InferenceData)."""
+
+
+def _library_attrs(library: str) -> dict:
+    try:
+        version = metadata.version("ppl_hais")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        version = "unknown"
+    return {
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "inference_library": library,
+        "inference_library_version": version,
+        "arviz_version": metadata.version("arviz"),
+    }
+
+
+def dataset(
+    data: Mapping[str, np.ndarray],
+    *,
+    coords: Mapping | None = None,
+    dims: Mapping | None = None,
+    sample_dims: Sequence[str] = ("chain", "draw"),
+) -> xr.Dataset:
+    """One group as a Dataset, named the ArviZ way.
+
+    Arrays are shaped ``sample_dims + event shape``; ``dims`` names the event dimensions of
+    a variable (the rest are ``{name}_dim_{i}``, as ArviZ names them); ``coords`` labels them.
+    Coordinates of dimensions a variable does not use are dropped, as ArviZ does.
+    """
+    coords = dict(coords or {})
+    dims = dict(dims or {})
+    variables = {}
+    used = set()
+    for name, value in data.items():
+        if isinstance(value, xr.DataArray):
+            variables[name] = value
+            used.update(value.dims)
+            continue
+        value = np.asarray(value)
+        event_ndim = value.ndim - len(sample_dims)
+        if event_ndim < 0:
+            raise ValueError(
+                f"{name!r} has shape {value.shape}; "
+                f"expected leading dimensions {tuple(sample_dims)}"
+            )
+        names = list(dims.get(name, []))[:event_ndim]
+        names += [f"{name}_dim_{i}" for i in range(len(names), event_ndim)]
+        variables[name] = (tuple(sample_dims) + tuple(names), value)
+        used.update(sample_dims)
+        used.update(names)
+    ds = xr.Dataset(variables)
+    for d in sample_dims:
+        if d in ds.dims and d not in coords:
+            ds = ds.assign_coords({d: np.arange(ds.sizes[d])})
+    keep = {
+        k: np.asarray(v)
+        for k, v in coords.items()
+        if k in used and k in ds.dims and np.size(v) == ds.sizes[k]
+    }
+    return ds.assign_coords(keep)
+
+
+def assemble(groups: Mapping[str, xr.Dataset], attrs: Mapping | None = None):
+    """Groups (name → Dataset) into a DataTree (ArviZ >= 1) or an InferenceData (ArviZ 0.x),
+    with ``attrs`` stamped on every group."""
+    groups = {k: v for k, v in groups.items() if v is not None}
+    for ds in groups.values():
+        ds.attrs.update(attrs or {})
+    if ARVIZ_1:
+        return xr.DataTree.from_dict(dict(groups))
+    import arviz as az
+
+    return az.InferenceData(**groups)
+
+
+def group(obj, name: str) -> xr.Dataset:
+    """The ``name`` group of an InferenceData or a DataTree, as a Dataset."""
+    g = obj[name]
+    return g.to_dataset() if hasattr(g, "to_dataset") else g
+
+
+def group_names(obj) -> list[str]:
+    """The group names of an InferenceData or a DataTree."""
+    return list(obj.children) if hasattr(obj, "children") else list(obj.groups())
 
 
 def sample_stats_dataset(results: Sequence, checks: Sequence[str] | None = None) -> xr.Dataset:
@@ -45,8 +154,15 @@ def sample_stats_dataset(results: Sequence, checks: Sequence[str] | None = None)
     if checks is None:
         checks = [msg for r in results for msg in r.checks]
     ds.attrs["evidence_checks"] = "\n".join(checks)
-    ds.attrs.update(az.data.base.make_attrs(library=__import__("ppl_hais")))
     return ds
+
+
+def _data_groups(observed_data, constant_data, coords, dims):
+    out = {}
+    for name, data in (("observed_data", observed_data), ("constant_data", constant_data)):
+        if data:
+            out[name] = dataset(data, coords=coords, dims=dims, sample_dims=())
+    return out
 
 
 def from_ais(
@@ -61,35 +177,49 @@ def from_ais(
     attrs: Mapping | None = None,
     checks: Sequence[str] | None = None,
     initial: str | None = None,
-) -> az.InferenceData:
-    """Build ``InferenceData`` from annealing results (one per chain) and resampled draws.
+    library: str = "ppl_hais",
+):
+    """ArviZ output of annealing results (one per chain) and their resampled draws.
 
-    ``posterior`` (and ``log_likelihood``) map names to arrays shaped (chain, draw, ...).
-    ``checks``: the pooled estimate's failed trust checks; ``initial``: where annealing started.
+    ``posterior`` (and ``log_likelihood``) map names to arrays shaped (chain, draw, ...);
+    ``observed_data``/``constant_data`` to arrays without sample dimensions. ``checks``: the
+    pooled estimate's failed trust checks; ``initial``: where annealing started.
+    Returns a DataTree on ArviZ >= 1, an InferenceData on ArviZ 0.x.
     """
     groups = {
-        "posterior": az.dict_to_dataset(
-            dict(posterior), coords=coords, dims=dims, library=__import__("ppl_hais")
-        ),
+        "posterior": dataset(posterior, coords=coords, dims=dims),
         "sample_stats": sample_stats_dataset(results, checks),
     }
     if log_likelihood:
-        groups["log_likelihood"] = az.dict_to_dataset(
-            dict(log_likelihood), coords=coords, dims=dims, library=__import__("ppl_hais")
-        )
-    if observed_data:
-        groups["observed_data"] = az.dict_to_dataset(
-            dict(observed_data),
-            coords=coords,
-            dims=dims,
-            default_dims=[],
-            library=__import__("ppl_hais"),
-        )
+        groups["log_likelihood"] = dataset(log_likelihood, coords=coords, dims=dims)
+    groups.update(_data_groups(observed_data, constant_data, coords, dims))
+    all_attrs = _library_attrs(library)
     settings = dict(results[0].settings) if results else {}
-    all_attrs = {f"hais_{k}": str(v) for k, v in settings.items()}
+    all_attrs.update({f"hais_{k}": str(v) for k, v in settings.items()})
     if initial is not None:
         all_attrs["hais_initial"] = initial
     all_attrs.update(attrs or {})
-    for ds in groups.values():
-        ds.attrs.update(all_attrs)
-    return az.InferenceData(**groups)
+    return assemble(groups, all_attrs)
+
+
+def from_mcmc(
+    posterior: Mapping[str, np.ndarray],
+    sample_stats: Mapping[str, np.ndarray],
+    *,
+    observed_data: Mapping[str, np.ndarray] | None = None,
+    constant_data: Mapping[str, np.ndarray] | None = None,
+    coords: Mapping | None = None,
+    dims: Mapping | None = None,
+    attrs: Mapping | None = None,
+    library: str = "ppl_hais",
+):
+    """ArviZ output of MCMC draws (``posterior`` and ``sample_stats`` shaped (chain, draw, ...)),
+    as ``pm.sample`` returns it on the installed ArviZ."""
+    groups = {
+        "posterior": dataset(posterior, coords=coords, dims=dims),
+        "sample_stats": dataset(sample_stats),
+    }
+    groups.update(_data_groups(observed_data, constant_data, coords, dims))
+    all_attrs = _library_attrs(library)
+    all_attrs.update({k: v for k, v in (attrs or {}).items() if v is not None})
+    return assemble(groups, all_attrs)

@@ -21,6 +21,8 @@ Failed checks are kept with the result and raised as :class:`EvidenceWarning` th
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 
@@ -80,12 +82,14 @@ def _psis():
     """ArviZ's PSIS: ``az.psislw`` (ArviZ 0.x) or ``arviz_stats`` (ArviZ 1.x)."""
     try:
         from arviz_stats.base import array_stats
-
-        return array_stats.psislw
     except ImportError:
         import arviz as az
 
         return az.psislw
+    # arviz_stats' psislw takes the *log likelihood* of LOO and smooths its negation (the
+    # log weights of leaving a point out): give it the negated log weights. The test of a
+    # Pareto tail with k = 0.9 pins this convention.
+    return lambda log_weights: array_stats.psislw(-log_weights)
 
 
 def pareto_khat(log_weights) -> float:
@@ -211,12 +215,24 @@ def evidence_checks(
     return tuple(out)
 
 
-def warn(checks: Sequence[str], what: str = "log evidence", stacklevel: int = 3) -> None:
-    """Raise one :class:`EvidenceWarning` listing the failed checks (nothing if none failed)."""
+def _user_stacklevel() -> int:
+    """The stacklevel of the first frame outside ppl_hais (the core or the adapters), so the
+    warning points at the user's call, however many of our frames lie between."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    ours = (here + os.sep, os.path.join(os.path.dirname(here), "adapters") + os.sep)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(ours):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn(checks: Sequence[str], what: str = "log evidence", stacklevel: int | None = None) -> None:
+    """Raise one :class:`EvidenceWarning` listing the failed checks (nothing if none failed),
+    attributed to the user's call (``stacklevel`` overrides)."""
     if checks:
         warnings.warn(
             f"the {what} estimate failed {len(checks)} trust check(s):\n  - "
             + "\n  - ".join(checks),
             EvidenceWarning,
-            stacklevel=stacklevel,
+            stacklevel=stacklevel or _user_stacklevel(),
         )

@@ -40,21 +40,17 @@ import numpy as np
 from . import diagnostics
 from . import random as fast_random
 from .kernels import TransitionKernel, hais_kernel
+from .precision import float64, in_thread
 from .progress import close_bar, open_bar, tick
 from .result import AISResult, AnnealingError, AnnealingTrace
 from .schedules import adaptive_schedule, make_schedule
+from .structure import compile_once, merge, split
 from .target import AnnealingTarget
 
 __all__ = ["ais", "bdmc", "hais"]
 
 _ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
 _PILOT_WARMUP = 100  # pilot steps at beta = 0 before annealing starts
-
-
-def enable_x64():
-    """Switch JAX to float64 (the estimators accumulate log weights over 10⁵ steps)."""
-    if not jax.config.read("jax_enable_x64"):
-        jax.config.update("jax_enable_x64", True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,14 +233,16 @@ def _population_log_scale(x, g):
 
 
 @lru_cache(maxsize=32)
-def _compiled(
-    target, kernel, num_particles, num_bins, adapt_target, record, with_progress, adapt_scale
-):
-    def run(rng_key, betas, ref_betas, ref_log_step, run_id, positions, offset, scale_ref):
-        progress = run_id if with_progress else None
+def _compiled(structure, kernel, num_particles, num_bins, adapt_target, record, adapt_scale):
+    """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
+    target's arrays (a model's data, a Gaussian's mean) are arguments, so a new target of the
+    same structure and shapes reuses the compiled code. The progress callback is always
+    compiled in (once per bin; run id 0 has no bar), so switching the bar does not recompile."""
+
+    def run(arrays, rng_key, betas, ref_betas, ref_log_step, run_id, positions, offset, scale_ref):
         return anneal(
             rng_key,
-            target,
+            merge(structure, arrays),
             kernel,
             betas,
             ref_betas,
@@ -253,7 +251,7 @@ def _compiled(
             num_bins=num_bins,
             adapt_target=adapt_target,
             record=record,
-            progress=progress,
+            progress=run_id,
             positions=positions,
             particle_offset=offset,
             scale_ref=scale_ref,
@@ -263,13 +261,19 @@ def _compiled(
     return jax.jit(run)
 
 
-@lru_cache(maxsize=32)
+def _sample_initial(target, key, *, num):
+    return target.initial.sample(key, num)
+
+
+_sample_initial_jit = compile_once(_sample_initial)
+
+
 def _sampler(target, num):
-    """Initial draws, compiled once per (target, num); an initial distribution with
+    """Initial draws, compiled once per (target structure, num); an initial distribution with
     ``jittable = False`` (e.g. one that samples through a PPL on the host) is called as is."""
     if not getattr(target.initial, "jittable", True):
         return lambda key: jnp.asarray(target.initial.sample(key, num))
-    return jax.jit(lambda key: target.initial.sample(key, num))
+    return lambda key: _sample_initial_jit(target, key, num=int(num))
 
 
 def _check_initial_density(out, num_particles):
@@ -362,7 +366,8 @@ def _run(
     num_particles = positions.shape[0]
     groups = 1 if (adapt_target is not None or record) else _num_groups(num_particles)
     size = num_particles // groups
-    fn = _compiled(target, kernel, size, num_bins, adapt_target, record, progress_bar, adapt_scale)
+    structure, arrays = split(target)
+    fn = _compiled(structure, kernel, size, num_bins, adapt_target, record, adapt_scale)
     if scale_ref is not None:
         scale_ref = tuple(jnp.asarray(a) for a in scale_ref)
     run_id = open_bar(num_steps, desc) if progress_bar else 0
@@ -371,7 +376,7 @@ def _run(
     def group(g):
         # only the first group moves the progress bar (run id 0 has none)
         chunk = positions[g * size : (g + 1) * size]
-        out = fn(*args, run_id if g == 0 else 0, chunk, g * size, scale_ref)
+        out = fn(arrays, *args, run_id if g == 0 else 0, chunk, g * size, scale_ref)
         return jax.block_until_ready(out)
 
     try:
@@ -379,7 +384,7 @@ def _run(
             outs = [group(0)]
         else:
             with ThreadPoolExecutor(groups) as pool:
-                outs = list(pool.map(group, range(groups)))
+                outs = list(pool.map(in_thread(group), range(groups)))
     finally:
         if progress_bar:
             close_bar(run_id)
@@ -474,6 +479,7 @@ def pilot_run(
     )
 
 
+@float64
 def survey(
     rng_key,
     target: AnnealingTarget,
@@ -499,6 +505,7 @@ def survey(
     betas = make_schedule(
         "survey" if adaptive else schedule, None if not isinstance(schedule, str) else num_steps
     )
+    rng_key = fast_random.check_key(rng_key)
     if positions is None:
         key_sample, rng_key = jax.random.split(rng_key)
         positions = _sampler(target, int(num_pilot_particles))(key_sample)
@@ -522,6 +529,7 @@ def survey(
 # public entry points
 
 
+@float64
 def ais(
     rng_key,
     target: AnnealingTarget,
@@ -596,7 +604,6 @@ def ais(
     On CPU the main run's particles are split into groups, two per core, dispatched from
     threads (particle i draws the same random numbers either way).
     """
-    enable_x64()
     adaptive = isinstance(schedule, str) and schedule == "adaptive"
     base = "survey" if adaptive else schedule
     betas = make_schedule(base, None if not isinstance(base, str) else num_steps)
@@ -605,6 +612,7 @@ def ais(
     if num_particles < 2:
         raise ValueError("num_particles must be at least 2 (the error bar needs a spread)")
     num_bins = int(min(num_bins, num_steps))
+    rng_key = fast_random.check_key(rng_key)
     _check_initial(target, rng_key)
     start = time.perf_counter()
     key_pilot, key_main, key_sample, key_reverse = jax.random.split(rng_key, 4)
@@ -699,6 +707,7 @@ def ais(
     return result
 
 
+@float64
 def bdmc(rng_key, target: AnnealingTarget, exact_draws, **kwargs) -> AISResult:
     """Bidirectional Monte Carlo (Grosse et al. 2015): log Z sandwiched between two anneals.
 
@@ -729,6 +738,7 @@ def bdmc(rng_key, target: AnnealingTarget, exact_draws, **kwargs) -> AISResult:
     return hais(rng_key, target, reverse_from=np.resize(draws, (num, draws.shape[1])), **kwargs)
 
 
+@float64
 def hais(
     rng_key,
     target: AnnealingTarget,

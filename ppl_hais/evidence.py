@@ -11,7 +11,9 @@ log likelihood, the prior as an initial distribution) and calls :func:`evidence`
    naming every failed check;
 4. resamples posterior draws from the user's key.
 
-The targets it builds are kept on the model object, so a second call compiles nothing.
+The targets it builds are kept on the model object, and the driver compiles once per target
+*structure* (``ppl_hais.structure``), so a second call, or a new model object of the same
+structure over data of the same shapes, compiles nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from . import diagnostics
 from .driver import hais, survey
 from .kernels import hais_kernel
 from .laplace import laplace_gaussian
+from .precision import float64
+from .random import check_key
 from .result import AISResult
 from .target import AnnealingTarget
 
@@ -81,6 +85,16 @@ class Evidence:
         return np.stack([r.resample(k) for r, k in zip(self.results, keys, strict=True)])
 
 
+def _method(model, name):
+    """``model.<name>`` as a pytree (the unbound function, partially applied to the model), so
+    that a model registered as a pytree (its data as leaves: the NumPyro adapter's) gives
+    targets that compile once per structure, not once per object (``ppl_hais.structure``)."""
+    func = getattr(type(model), name, None)
+    if callable(func) and not isinstance(func, staticmethod | classmethod):
+        return jax.tree_util.Partial(func, model)
+    return getattr(model, name)
+
+
 def _cached(model, name, build):
     """A target kept on the model object: the same object ⇒ the driver's compiled scans hit."""
     cache = model.__dict__.setdefault("_ppl_hais_targets", {})
@@ -94,7 +108,9 @@ def prior_target(model: ModelDensity) -> AnnealingTarget:
     return _cached(
         model,
         "prior",
-        lambda: AnnealingTarget(initial=model.prior, log_likelihood=model.log_likelihood),
+        lambda: AnnealingTarget(
+            initial=model.prior, log_likelihood=_method(model, "log_likelihood")
+        ),
     )
 
 
@@ -108,8 +124,9 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
         if model.prior is not None:
             draws = model.prior.sample(jax.random.key(1), _LAPLACE_RESTARTS)
             starts = np.concatenate([starts, np.asarray(draws)])
-        gaussian = laplace_gaussian(model.log_joint, starts)
-        return AnnealingTarget(initial=gaussian, log_density=model.log_joint)
+        log_joint = _method(model, "log_joint")
+        gaussian = laplace_gaussian(log_joint, starts)
+        return AnnealingTarget(initial=gaussian, log_density=log_joint)
 
     return _cached(model, "laplace", build)
 
@@ -132,6 +149,7 @@ def _user_target(model, initial):
     return AnnealingTarget(initial=initial, log_density=model.log_joint)
 
 
+@float64
 def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
     """(name, target, pilot, choice) for ``initial``.
 
@@ -196,6 +214,7 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
     return best, candidates[best], pilots[best], choice
 
 
+@float64
 def evidence(
     rng_key,
     model: ModelDensity,
@@ -215,6 +234,7 @@ def evidence(
     chains are independent given it). Raises one :class:`~ppl_hais.EvidenceWarning` listing
     every failed check of the pooled estimate.
     """
+    rng_key = check_key(rng_key)
     num_chains = int(num_chains)
     if num_chains < 1:
         raise ValueError(f"num_chains must be a positive integer, got {num_chains}")
@@ -240,7 +260,7 @@ def evidence(
     log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
     checks = pooled_checks(results)
     out = Evidence(results, target, name, log_z, float(np.sqrt(var)), checks, choice)
-    diagnostics.warn(checks, "log evidence", stacklevel=3)
+    diagnostics.warn(checks, "log evidence")
     return out
 
 

@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .diagnostics import log_mean_exp_se
-from .driver import _PILOT_WARMUP, ais, anneal, enable_x64, pilot_schedule
+from .driver import _PILOT_WARMUP, ais, anneal, pilot_schedule
 from .kernels import hais_kernel
+from .precision import float64
 from .result import AnnealingError
 from .schedules import make_schedule
 from .target import AnnealingTarget
@@ -37,13 +38,13 @@ class LogLikelihoodEstimate(NamedTuple):
     details: Any = None
 
 
+@float64
 def analysis_log_likelihood(rng_key, log_density: Callable, data, initial, **hais_kwargs):
     """Average log likelihood of ``data`` under p(x) = exp(log_density(x)) / Z (seed 000 eq. 26).
 
     One HAIS run estimates log Z; then (1/|D|) Σ log p(x) = mean(log_density(x)) − log Ẑ.
     ``hais_kwargs`` go to :func:`ppl_hais.hais` (``details`` holds its AISResult).
     """
-    enable_x64()
     result = ais(
         rng_key,
         AnnealingTarget(log_density=log_density, initial=initial),
@@ -63,6 +64,7 @@ def analysis_log_likelihood(rng_key, log_density: Callable, data, initial, **hai
     )
 
 
+@float64
 def generative_log_likelihood(
     rng_key,
     log_likelihood: Callable,
@@ -101,7 +103,6 @@ def generative_log_likelihood(
     LogLikelihoodEstimate
         ``se`` = sqrt(Σ se_i²) / |D| (the runs are independent).
     """
-    enable_x64()
     data = jnp.asarray(data)
     kernel = hais_kernel(float(refresh), 1) if kernel is None else kernel
     if target_accept is None:

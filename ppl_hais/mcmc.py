@@ -36,6 +36,7 @@ import numpy as np
 from . import random as fast_random
 from .adaptation import adaptation_init, adaptation_schedule, adaptation_update
 from .lookahead import FLIPS, lookahead_transition
+from .precision import float64
 from .progress import close_bar, maybe_tick, open_bar
 from .target import Potential
 
@@ -260,6 +261,7 @@ def _compiled(
     return jax.jit(lambda *a: jax.lax.map(lambda kp: one_chain(*kp, *a[2:]), (a[0], a[1])))
 
 
+@float64
 def sample(
     rng_key,
     logdensity_fn,
@@ -306,9 +308,8 @@ def sample(
     -------
     MCMCResult
     """
-    from .driver import enable_x64
 
-    enable_x64()
+    rng_key = fast_random.check_key(rng_key)
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
     if chain_method not in ("vectorized", "sequential"):

@@ -1,8 +1,42 @@
-"""Plots of annealing results (matplotlib, imported lazily)."""
+"""Plots of annealing results (matplotlib, imported lazily).
+
+``plot_trace`` and ``plot_weights`` take an :class:`AISResult` or the ArviZ output of any
+entry point (InferenceData or DataTree: one chain of its ``sample_stats``, ``chain=``).
+"""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
+
+
+def _run(obj, chain=0):
+    """An AISResult, or the fields the plots need read from ArviZ output's sample_stats."""
+    if hasattr(obj, "trace") and hasattr(obj, "log_weights"):
+        return obj
+    try:
+        ss = obj["sample_stats"]
+    except (KeyError, TypeError):
+        raise TypeError(
+            f"expected an AISResult or ppl_hais's ArviZ output, got {type(obj).__name__}"
+        ) from None
+    if "log_weight" not in ss:
+        raise TypeError("this ArviZ output has no annealing sample_stats (log_weight, beta)")
+    at = lambda name: np.asarray(ss[name].values)[chain]  # noqa: E731
+    lw = at("log_weight")
+    return SimpleNamespace(
+        trace=SimpleNamespace(
+            beta=at("beta"),
+            acceptance_rate=at("acceptance_rate"),
+            step_size=at("step_size"),
+            ess=at("ess_by_temperature"),
+        ),
+        log_weights=lw,
+        ess=float(at("importance_ess")),
+        num_particles=lw.size,
+    )
+
 
 __all__ = ["plot_convergence", "plot_trace", "plot_weights"]
 
@@ -39,10 +73,11 @@ def plot_convergence(num_steps, results_by_method, truth=None, ax=None, title=No
     return ax
 
 
-def plot_trace(result, axes=None):
+def plot_trace(result, axes=None, chain=0):
     """Acceptance rate, step size and weight ESS against β for one run."""
     import matplotlib.pyplot as plt
 
+    result = _run(result, chain)
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(11, 3))
     t = result.trace
@@ -58,7 +93,7 @@ def plot_trace(result, axes=None):
     return np.asarray(axes)
 
 
-def plot_weights(result, ax=None):
+def plot_weights(result, ax=None, chain=0):
     """Histogram of the log importance weights relative to the largest, with the ESS.
 
     A long left tail with a few weights near 0 means the estimate rests on few particles:
@@ -66,6 +101,7 @@ def plot_weights(result, ax=None):
     """
     import matplotlib.pyplot as plt
 
+    result = _run(result, chain)
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.2))
     lw = np.asarray(result.log_weights)

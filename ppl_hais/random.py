@@ -2,7 +2,7 @@
 
 On CPU the momentum refresh, not the gradient, dominates a cheap annealing step when it uses
 ``jax.random.normal``: threefry bits and a float64 inverse error function cost several times
-one ``vmap(value_and_grad)`` of a 36-D density (see ``docs/benchmarks.md``). These draws instead
+one ``vmap(value_and_grad)`` of a 36-D density (see ``docs/rng.md``). These draws instead
 hash a counter with the two 32-bit words of an ordinary JAX key (three rounds of the
 ``lowbias32`` integer mixer) and map a sign bit and 23 magnitude bits through a float32 inverse
 error function (Giles' polynomials written out: XLA's own CPU erf_inv is slower, docs/rng.md).
@@ -18,9 +18,27 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["normal", "uniform", "split_particles"]
+__all__ = ["check_key", "normal", "uniform", "split_particles"]
 
 _SQRT2 = 1.4142135623730951
+
+
+def check_key(rng_key, name: str = "rng_key"):
+    """``rng_key`` if it is a JAX PRNG key (``jax.random.key(0)`` or a legacy
+    ``jax.random.PRNGKey(0)``); otherwise a TypeError that names the mistake."""
+    dtype = getattr(rng_key, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key) and rng_key.shape == ():
+        return rng_key
+    if dtype is not None and dtype == jnp.uint32 and getattr(rng_key, "shape", None) == (2,):
+        return rng_key
+    shown = type(rng_key).__name__
+    if dtype is not None:
+        shown += f" of dtype {dtype} and shape {getattr(rng_key, 'shape', None)}"
+    raise TypeError(
+        f"{name} must be a single JAX PRNG key, e.g. jax.random.key(0); got {shown}"
+        + (f" ({rng_key!r})" if isinstance(rng_key, int | float) else "")
+        + ". (PyMC's random_seed takes an int; NumPyro's and ppl_hais' rng_key a key.)"
+    )
 
 
 def _mix32(x):

@@ -199,3 +199,28 @@ class AnnealingTarget:
             lf, gf = jax.value_and_grad(self.log_density)(z)
             lr, gr = lf - li, gf - gi
         return Potential(li, lr, gi, gr)
+
+
+def _register(cls, fields):
+    """A frozen dataclass as a pytree over ``fields``, rebuilt without ``__post_init__`` (its
+    checks need concrete values; inside a trace the leaves are tracers)."""
+
+    def flatten(obj):
+        return tuple(getattr(obj, f) for f in fields), None
+
+    def unflatten(_, children):
+        obj = object.__new__(cls)
+        for f, v in zip(fields, children, strict=True):
+            object.__setattr__(obj, f, v)
+        return obj
+
+    jax.tree_util.register_pytree_node(cls, flatten, unflatten)
+
+
+# pytrees, so that compiled scans are keyed on a target's structure, not its identity
+# (ppl_hais.structure): a Gaussian's arrays and a model's data are passed as arguments
+_register(Gaussian, ("mean", "scale", "scale_tril"))
+_register(
+    AnnealingTarget,
+    ("log_density", "initial", "log_likelihood", "bounds", "log_z_initial", "_bounds"),
+)

@@ -210,8 +210,12 @@ def test_chains_and_arviz():
     assert idata.sample_stats["log_marginal_likelihood"].shape == (2,)
     az.summary(idata)
     az.loo(idata)
-    az.plot_trace(idata)
-    az.plot_posterior(idata)
+    if ph.arviz.ARVIZ_1:
+        az.plot_trace_dist(idata)
+        az.plot_dist(idata)
+    else:
+        az.plot_trace(idata)
+        az.plot_posterior(idata)
     assert h.get_samples(group_by_chain=True)["mu"].shape == (2, 64, 2)
     ev, se = ph.compare.evidence_of(idata)
     assert ev == pytest.approx(h.log_evidence) and se == pytest.approx(h.log_evidence_se)

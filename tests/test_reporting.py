@@ -1,6 +1,7 @@
 """AISResult summary, ArviZ output and model comparison."""
 
 import arviz as az
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -70,8 +71,8 @@ def test_compare_reads_smc_style_idata():
     for c in range(2):
         for d in range(3):
             vals[c, d] = np.nan if d < 2 else -10.0 - 0.1 * c
-    idata = az.InferenceData(
-        sample_stats=xr.Dataset({"log_marginal_likelihood": (("chain", "draw"), vals)})
+    idata = ph.arviz.assemble(
+        {"sample_stats": xr.Dataset({"log_marginal_likelihood": (("chain", "draw"), vals)})}
     )
     est, se = ph.compare.evidence_of(idata)
     assert est == pytest.approx(np.log(np.mean(np.exp([-10.0, -10.1]))))
@@ -98,6 +99,11 @@ def test_plots(result):
     assert "ESS" in ax.get_title()
     axes = ph.plots.plot_trace(result)
     assert axes.shape == (3,)
+    idata = result.to_arviz(jax.random.key(0))  # the ArviZ output plots the same way
+    assert ph.plots.plot_weights(idata).get_title() == ax.get_title()
+    assert ph.plots.plot_trace(idata).shape == (3,)
+    with pytest.raises(TypeError, match="AISResult"):
+        ph.plots.plot_weights({"nonsense": 1})
     ax = ph.plots.plot_convergence([300], {"HAIS": [result]}, truth=result.log_z)
     assert ax.get_xscale() == "log"
     plt.close("all")
