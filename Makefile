@@ -1,23 +1,49 @@
-# Two entry points for a fresh machine with only Python 3.11: `make demo` and `make test`.
-PYTHON ?= python3.11
+# Entry points on a fresh machine: `make demo` and `make test` (the newest Python 3.11-3.13
+# found, with the newest packages that resolve on it); `make test-oldest` (Python 3.11 with the
+# oldest supported versions, .ci/oldest.txt). CI (.ci/run) runs both.
+
+# the newest of python3.13 / 3.12 / 3.11 that runs: on the PATH, or installed by pyenv
+find_python = $(shell for v in $(1); do \
+	if python$$v -c "" >/dev/null 2>&1; then command -v python$$v; exit; fi; \
+	root=$$(pyenv root 2>/dev/null); \
+	for p in $$(ls -d $$root/versions/$$v*/bin/python$$v 2>/dev/null | sort -V -r); do \
+		if $$p -c "" >/dev/null 2>&1; then echo $$p; exit; fi; done; done)
+
+PYTHON ?= $(call find_python,3.13 3.12 3.11)
+PYTHON_OLDEST ?= $(call find_python,3.11)
 VENV := .venv
+VENV_OLDEST := .venv-oldest
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+STAMP_OLDEST := $(VENV_OLDEST)/.installed
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow test-oldest lint bench clean
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or: make PYTHON=python3 ...)"; exit 1; }
+	@test -n "$(PYTHON)" || { echo "need Python 3.11, 3.12 or 3.13 (python3.1x on the PATH or pyenv)"; exit 1; }
+	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[numpyro,pymc,test]"
+	$(PY) -c "import sys, jax, pymc, arviz; print('stack: Python', sys.version.split()[0], 'jax', jax.__version__, 'pymc', pymc.__version__, 'arviz', arviz.__version__)"
 	touch $(STAMP)
+
+$(STAMP_OLDEST): pyproject.toml .ci/oldest.txt
+	@test -n "$(PYTHON_OLDEST)" || { echo "need Python 3.11 (python3.11 on the PATH or pyenv)"; exit 1; }
+	rm -rf $(VENV_OLDEST)
+	$(PYTHON_OLDEST) -m venv $(VENV_OLDEST)
+	$(VENV_OLDEST)/bin/python -m pip install -q --upgrade pip
+	$(VENV_OLDEST)/bin/python -m pip install -q -c .ci/oldest.txt -e ".[numpyro,pymc,test]"
+	touch $(STAMP_OLDEST)
 
 demo: $(STAMP)
 	$(VENV)/bin/ppl-hais demo
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q
+
+test-oldest: $(STAMP_OLDEST)
+	$(VENV_OLDEST)/bin/python -m pytest -n 2 -q
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m slow
@@ -35,9 +61,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/hais_flips.py --seeds 8
 	$(PY) benchmarks/reduced_flips.py --seeds 3
 	$(PY) benchmarks/exchange_demo.py
+	$(PY) benchmarks/trust.py --seeds 20 --out docs/trust.md
+	$(PY) benchmarks/numpyro_compile.py --out docs/numpyro_compile.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ppl_hais adapters tests benchmarks
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VENV_OLDEST)

@@ -68,6 +68,58 @@ def _base(fn):
         fn = inner
 
 
+class _MissingData(numpyro.primitives.Messenger):
+    """Missing observations the NumPyro way, made exact for the evidence.
+
+    - An observed site under a mask (``handlers.mask`` or ``obs_mask``) may hold NaN where the
+      mask is False: those entries are replaced by a value in the support (they are masked out
+      of the likelihood either way, but a NaN there would make the gradient NaN).
+    - ``obs_mask`` adds a latent site ``{name}_unobserved`` masked to the missing entries: its
+      other entries are free coordinates with a flat density, which no normalized initial
+      distribution covers. Unmasking it gives them the site's own (normalized) distribution;
+      they enter nothing else, so they integrate to 1 and the estimate stays p(observed data).
+    """
+
+    def __init__(self, fn=None):
+        self._observed = set()
+        super().__init__(fn)
+
+    def __enter__(self):
+        self._observed = set()
+        return super().__enter__()
+
+    def process_message(self, msg):
+        if msg["type"] != "sample":
+            return
+        fn = msg["fn"]
+        if msg["is_observed"] and isinstance(fn, dist.MaskedDistribution):
+            if msg["name"].endswith("_observed"):
+                self._observed.add(msg["name"][: -len("_observed")])
+            value = msg["value"]
+            if value is not None and jnp.issubdtype(jnp.result_type(value), jnp.floating):
+                mask = jnp.broadcast_to(
+                    jnp.reshape(fn._mask, jnp.shape(fn._mask) + (1,) * fn.event_dim),
+                    jnp.shape(value),
+                )
+                feasible = fn.support.feasible_like(value)
+                msg["value"] = jnp.where(mask | ~jnp.isnan(value), value, feasible)
+        elif (
+            not msg["is_observed"]
+            and isinstance(fn, dist.MaskedDistribution)
+            and msg["name"].endswith("_unobserved")
+            and msg["name"][: -len("_unobserved")] in self._observed
+        ):
+            msg["fn"] = fn.base_dist
+
+
+def _with_missing_data(model):
+    def wrapped(*args, **kwargs):
+        with _MissingData():
+            return model(*args, **kwargs)
+
+    return wrapped
+
+
 def _check_sites(tr):
     """Refuse what a prior/likelihood split cannot honour, naming the site and the remedy."""
     latent, observed, factors, improper = [], [], [], []
@@ -93,8 +145,9 @@ def _check_sites(tr):
             bad = int(np.sum(~np.isfinite(np.asarray(site["value"], dtype=float))))
             if bad:
                 raise ValueError(
-                    f"observed site '{name}' has {bad} NaN/inf value(s): drop them, or mark "
-                    "them missing with handlers.mask / obs_mask."
+                    f"observed site '{name}' has {bad} NaN/inf value(s) that are not masked: "
+                    "drop them, or mark them missing with obs_mask=~jnp.isnan(y) (the "
+                    "evidence is then that of the observed entries)."
                 )
             observed.append(name)
             continue
@@ -137,7 +190,7 @@ class _Structure:
     traced data (then every new data set compiles anew, as before)."""
 
     def __init__(self, model, data_structure, latent, observed, factors, improper, unravel, dim):
-        self.model = model
+        self.model = _with_missing_data(model)
         self.data_structure = data_structure
         self.latent, self.observed, self.factors, self.improper = (
             latent,
@@ -183,7 +236,7 @@ class NumPyroTarget:
     def __init__(self, model, model_args=(), model_kwargs=None, rng_key=None):
         args, kwargs = tuple(model_args), dict(model_kwargs or {})
         key = jax.random.key(0) if rng_key is None else rng_key
-        seeded = handlers.seed(model, key)
+        seeded = handlers.seed(_with_missing_data(model), key)
         try:
             tr = handlers.trace(seeded).get_trace(*args, **kwargs)
         except NotImplementedError:
@@ -573,20 +626,23 @@ class HAIS:
 
     @float64
     def to_arviz(self, pointwise_log_likelihood=True):
-        """``InferenceData`` with posterior, sample_stats, log_likelihood and observed_data."""
+        """ArviZ output (``xarray.DataTree`` on ArviZ >= 1, ``InferenceData`` on 0.x) with
+        posterior, sample_stats, log_likelihood and observed_data."""
         self._require()
         posterior = self.get_samples(group_by_chain=True)
         log_lik = None
         if pointwise_log_likelihood:
             latent = {k: jnp.asarray(v) for k, v in posterior.items() if k in self._nt.latent}
             ll = _pointwise_log_likelihood(
-                self.model, latent, *self._nt.args, batch_ndims=2, **self._nt.kwargs
+                self._nt.model, latent, *self._nt.args, batch_ndims=2, **self._nt.kwargs
             )
             log_lik = {k: np.asarray(v) for k, v in ll.items() if k in self._nt.observed}
         obs = {}
         tr = handlers.trace(
             handlers.seed(
-                handlers.substitute(self.model, data={k: v[0, 0] for k, v in posterior.items()}),
+                handlers.substitute(
+                    self._nt.model, data={k: v[0, 0] for k, v in posterior.items()}
+                ),
                 jax.random.key(0),
             )
         ).get_trace(*self._nt.args, **self._nt.kwargs)

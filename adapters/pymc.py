@@ -25,6 +25,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pymc as pm
+
+# PyMC module functions that `pm.` does not re-export (no public equivalent on PyMC 5.28 or 6.4):
+# the coords/dims/observed/constant helpers pm.sample uses for its own ArviZ output, the prior
+# initial-point expression pm.sample_smc draws its population with, the JAX graph of
+# pymc.sampling.jax. Same names and behaviour on both versions, pinned by tests/test_pymc.py
+# (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 from pymc.initial_point import make_initial_point_expression
 from pymc.pytensorf import collect_default_updates, reseed_rngs
@@ -32,10 +38,12 @@ from pymc.pytensorf import compile as compile_pytensor
 from pymc.sampling.jax import get_jaxified_graph
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph import graph_inputs
 
 import ppl_hais as ph
 from ppl_hais.arviz import from_ais, from_mcmc
 from ppl_hais.evidence import evidence
+from ppl_hais.precision import float64
 
 __all__ = ["sample_hais", "sample_reduced_flip_hmc", "PyMCTarget"]
 
@@ -180,13 +188,18 @@ class _HostPrior:
 
 
 def _fingerprint(model):
-    """What the compiled target depends on: the variables and the current values of shared
-    data (``get_jaxified_graph`` bakes ``pm.Data`` in as constants: ``pm.set_data`` recompiles)."""
+    """What the compiled target depends on: the variables and the current values of every
+    shared variable in the model's graph, named (``pm.Data``) or not (``pytensor.shared``).
+    ``get_jaxified_graph`` bakes them in as constants, so a changed value must recompile."""
+    outputs = [model.varlogp, model.datalogp, *model.deterministics]
     shared = []
-    for var in model.named_vars.values():
-        if isinstance(var, SharedVariable):
+    for var in graph_inputs(outputs):
+        if isinstance(var, SharedVariable) and not isinstance(
+            var.get_value(borrow=True), np.random.Generator
+        ):
             value = np.asarray(var.get_value(borrow=True))
-            shared.append((var.name, value.shape, hashlib.sha1(value.tobytes()).hexdigest()))
+            digest = hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()
+            shared.append((var.name, str(value.dtype), value.shape, digest))
     return tuple(model.named_vars), tuple(shared)
 
 
@@ -202,20 +215,62 @@ def _cached_target(model) -> PyMCTarget:
     return target
 
 
+# pm.sample_smc's keywords that have no meaning here, and what to use instead
+_SMC_ONLY = {
+    "kernel": "HAIS moves particles by persistent-momentum HMC; tune it with step_size=/refresh=",
+    "start": "annealing starts from the initial distribution: use initial=",
+    "threshold": "the temperatures are set by schedule= (equal thermodynamic length by default)",
+    "correlation_threshold": "the number of temperatures is num_steps=",
+    "blas_cores": "sample_hais runs the model compiled to JAX, not PyTensor's C backend",
+    "backend": "sample_hais compiles the model to JAX itself",
+    "compile_kwargs": "sample_hais compiles the model to JAX itself",
+    "mp_ctx": "chains run in this process (vectorized over particles), not in subprocesses",
+    "progressbar_theme": "the progress bar is tqdm's",
+}
+
+
+def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwargs):
+    if model is not None and not isinstance(model, pm.Model):
+        hint = (
+            " (a NumPyro model function? use ppl_hais.adapters.numpyro.HAIS)"
+            if callable(model)
+            else ""
+        )
+        raise TypeError(f"model must be a pm.Model, got {type(model).__name__}{hint}")
+    for name in smc_kwargs:
+        reason = _SMC_ONLY.get(name, "it is not a keyword of sample_hais")
+        raise TypeError(f"sample_hais does not take {name}=: {reason}")
+    if not return_inferencedata:
+        raise ValueError(
+            "return_inferencedata=False (a MultiTrace) is not supported: sample_hais returns "
+            "ArviZ output (DataTree on ArviZ >= 1, InferenceData on 0.x)"
+        )
+    for name, value in (("draws", draws), ("chains", chains)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if cores is not None and (isinstance(cores, bool) or int(cores) != cores or cores < 1):
+        raise ValueError(f"cores must be a positive integer or None, got {cores!r}")
+
+
+@float64
 def sample_hais(
     draws: int = 1000,
     num_steps: int = 1000,
     *,
-    chains: int = 1,
+    chains: int | None = None,
+    cores: int | None = None,
     random_seed=None,
     model=None,
     progressbar: bool = True,
+    compute_convergence_checks: bool = True,
+    return_inferencedata: bool = True,
+    idata_kwargs: dict | None = None,
     schedule="adaptive",
     step_size="auto",
     refresh: float = 0.5,
     initial="auto",
     bidirectional: bool = False,
-    idata_kwargs: dict | None = None,
+    **smc_kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
 
@@ -226,8 +281,12 @@ def sample_hais(
         draws per chain.
     num_steps : int
         Number of temperatures.
-    chains : int
-        Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``).
+    chains : int, optional
+        Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``);
+        default 1 (each chain is already ``draws`` independent annealing runs).
+    cores : int, optional
+        Accepted as ``pm.sample_smc`` accepts it; the chains run one after another in this
+        process, each vectorized over its particles and split over the CPU cores by the driver.
     random_seed : int, optional
     model : pm.Model, optional
         Default: the model from the ``with`` context.
@@ -245,12 +304,20 @@ def sample_hais(
     bidirectional : bool
         Also anneal back from a quarter of the final particles and report the gap
         (``log_marginal_likelihood_upper`` in sample_stats; a bias diagnostic).
+    compute_convergence_checks : bool
+        Accepted as ``pm.sample_smc`` accepts it. The evidence's trust checks always run and
+        warn: they are what makes the error bar trustworthy.
+    return_inferencedata : bool
+        Must be True (ArviZ output only).
     idata_kwargs : dict, optional
         ``{"log_likelihood": True}`` adds the pointwise log likelihood (for ``az.loo``).
 
+    Other keywords of ``pm.sample_smc`` (``kernel``, ``start``, ``threshold``, ``backend``,
+    ``mp_ctx``, ...) are refused by name with what to use instead.
+
     Returns
     -------
-    arviz.InferenceData
+    arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ >= 1), as ``pm.sample_smc``
         ``posterior`` (constrained variables and deterministics, model coords/dims),
         ``sample_stats`` with ``log_marginal_likelihood`` and its standard error
         ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
@@ -263,8 +330,10 @@ def sample_hais(
     A failed trust check (Pareto k̂, importance ESS, chains' agreement) raises
     :class:`ppl_hais.EvidenceWarning` naming the check and the remedy.
     """
+    _check_arguments(model, draws, 1 if chains is None else chains, cores, return_inferencedata,
+                     smc_kwargs)  # fmt: skip
+    chains = 1 if chains is None else int(chains)
     model = pm.modelcontext(model)
-    ph.enable_x64()
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
     target = _cached_target(model)
     key_run, key_draws = jax.random.split(jax.random.key(int(seed)))
@@ -306,6 +375,7 @@ def sample_hais(
     return idata
 
 
+@float64
 def sample_reduced_flip_hmc(
     draws: int = 1000,
     tune: int = 1000,
@@ -353,8 +423,11 @@ def sample_reduced_flip_hmc(
     >>> idata.posterior["mu"].shape
     (2, 200)
     """
+    if model is not None and not isinstance(model, pm.Model):
+        raise TypeError(f"model must be a pm.Model, got {type(model).__name__}")
+    if isinstance(chains, bool) or int(chains) != chains or chains < 1:
+        raise ValueError(f"chains must be a positive integer, got {chains!r}")
     model = pm.modelcontext(model)
-    ph.enable_x64()
     rng = np.random.default_rng(random_seed)
     target = PyMCTarget(model, needs_likelihood=False)
     # start like pm.sample's "jitter+adapt_diag": the initial point plus U(-1, 1) jitter
