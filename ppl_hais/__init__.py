@@ -5,7 +5,7 @@ target density over flat vectors) with a transition kernel and returns an :class
 Adapters for NumPyro and PyMC live in :mod:`ppl_hais.adapters`.
 """
 
-from . import arviz, diagnostics, exchange, mcmc, plots
+from . import arviz, diagnostics, energy, exchange, mcmc, plots
 from .compare import compare_evidence
 from .diagnostics import EvidenceWarning
 from .driver import ais, bdmc, hais
@@ -36,6 +36,7 @@ __version__ = "0.1.0"
 __all__ = [
     "arviz",
     "diagnostics",
+    "energy",
     "exchange",
     "mcmc",
     "plots",

@@ -144,16 +144,20 @@ def evidence_checks(
     gap: float | None = None,
     gap_se: float | None = None,
     disagreement: float | None = None,
+    remedy: str | None = None,
 ) -> tuple[str, ...]:
     """The failed trust checks of an evidence estimate, each as one sentence with its remedy.
 
     Each check runs when its figure is given: ``khat`` (Pareto k̂ of the weights), ``ess``
     (importance ESS of ``num_particles``), ``num_nonfinite`` of ``num_evaluations``
     proposals, ``gap``/``gap_se`` (a reverse run's estimate minus the forward one, and its
-    noise), ``disagreement`` (pooled chains' spread over their own SE; > 3 warns).
+    noise), ``disagreement`` (pooled chains' spread over their own SE; > 3 warns). ``remedy``:
+    what helps this estimator when the weights degenerate (default: the annealer's).
     """
     out = []
-    more = "more temperatures (num_steps), more particles, or initial='laplace' / a fitted guide"
+    more = remedy or (
+        "more temperatures (num_steps), more particles, or initial='laplace' / a fitted guide"
+    )
     if khat is None:
         pass
     elif np.isnan(khat):

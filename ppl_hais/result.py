@@ -148,6 +148,7 @@ class AISResult:
             num_evaluations=lw.size * steps,
             gap=gap,
             gap_se=gap_se,
+            remedy=(settings or {}).get("remedy"),
         )
         unreliable = not (khat < KHAT_UNRELIABLE) and not np.isnan(khat)
         return cls(

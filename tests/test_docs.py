@@ -10,10 +10,13 @@ import pytest
 import ppl_hais as ph
 import ppl_hais.compare
 import ppl_hais.driver
+import ppl_hais.energy
 import ppl_hais.target
 
 
-@pytest.mark.parametrize("module", [ppl_hais.target, ppl_hais.driver, ppl_hais.compare])
+@pytest.mark.parametrize(
+    "module", [ppl_hais.target, ppl_hais.driver, ppl_hais.compare, ppl_hais.energy]
+)
 def test_docstring_examples(module):
     failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failures == 0
