@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.infer.mcmc import MCMCKernel
@@ -119,6 +120,13 @@ class ReducedFlipHMC(MCMCKernel):
             raise ValueError("give exactly one of model= or potential_fn=")
         if not 0.0 < refresh <= 1.0:
             raise ValueError("refresh must be in (0, 1]")
+        if not (np.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"step_size must be a positive number, got {step_size!r}")
+        for name, value in (("num_steps", num_steps), ("lookahead", lookahead)):
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0.0 < target_accept_prob < 1.0:
+            raise ValueError(f"target_accept_prob must be in (0, 1), got {target_accept_prob!r}")
         self._model = model
         self._potential_fn = potential_fn
         self._step_size = float(step_size)

@@ -316,9 +316,13 @@ def sample(
         raise ValueError("chain_method must be 'vectorized' or 'sequential'")
     if not 0.0 < refresh <= 1.0:
         raise ValueError("refresh must be in (0, 1]")
+    if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
+        raise ValueError(f"step_size must be a positive number or None, got {step_size!r}")
     x0 = jnp.asarray(initial_positions, jnp.result_type(float))
-    if x0.ndim != 2:
-        raise ValueError("initial_positions must have shape (chains, D)")
+    if x0.ndim != 2 or x0.shape[0] == 0:
+        raise ValueError(
+            f"initial_positions must have shape (chains, D) with chains ≥ 1, got {x0.shape}"
+        )
     logp0 = jax.vmap(logdensity_fn)(x0)
     if not bool(jnp.all(jnp.isfinite(logp0))):
         raise ValueError("the log density is not finite at every initial position")

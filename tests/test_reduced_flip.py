@@ -257,3 +257,24 @@ def test_hais_with_reduced_flips_is_unbiased():
     assert (
         600 < r.settings["gradients_per_particle"] <= r.settings["gradients_executed_per_particle"]
     )
+
+
+def test_bad_step_sizes_and_empty_chains_are_named():
+    from ppl_hais.adapters import numpyro as phn
+
+    def model():
+        import numpyro
+        import numpyro.distributions as dist
+
+        numpyro.sample("x", dist.Normal(0, 1))
+
+    for bad in (-0.1, 0.0, float("nan")):
+        with pytest.raises(ValueError, match="step_size must be a positive number"):
+            phn.ReducedFlipHMC(model, step_size=bad, adapt_step_size=False)
+        with pytest.raises(ValueError, match="step_size must be a positive number"):
+            ph.mcmc.sample(jax.random.key(0), lambda x: -jnp.sum(x**2), jnp.zeros((2, 2)),
+                           step_size=bad)  # fmt: skip
+    with pytest.raises(ValueError, match="chains ≥ 1"):
+        ph.mcmc.sample(jax.random.key(0), lambda x: -jnp.sum(x**2), jnp.zeros((0, 2)))
+    with pytest.raises(ValueError, match="lookahead must be a positive integer"):
+        phn.ReducedFlipHMC(model, lookahead=0)
