@@ -358,13 +358,23 @@ def _run(
     desc="annealing",
     scale_ref=None,
     adapt_scale=False,
+    devices=None,
 ):
-    """Run :func:`anneal` compiled; a main run (no adaptation, no recording) on CPU is split
-    into particle groups dispatched from threads. Particle i draws the same random numbers
-    either way, so the split changes the result only by floating-point rounding."""
+    """Run :func:`anneal` compiled. A main run (no adaptation, no recording) over several
+    ``devices`` has its particles sharded across them (one program, XLA's partitioner adds the
+    collectives); on one CPU device it is split into particle groups dispatched from threads.
+    Particle i draws the same random numbers either way, so neither split changes the result
+    beyond floating-point rounding."""
     num_steps = len(betas) - 1
     num_particles = positions.shape[0]
-    groups = 1 if (adapt_target is not None or record) else _num_groups(num_particles)
+    main = adapt_target is None and not record
+    if main and devices is not None and len(devices) > 1:
+        return _run_sharded(
+            rng_key, target, kernel, betas, ref_betas, ref_log_step, positions, num_bins=num_bins,
+            progress_bar=progress_bar, desc=desc, scale_ref=scale_ref, adapt_scale=adapt_scale,
+            devices=devices,
+        )  # fmt: skip
+    groups = _num_groups(num_particles) if main else 1
     size = num_particles // groups
     structure, arrays = split(target)
     fn = _compiled(structure, kernel, size, num_bins, adapt_target, record, adapt_scale)
@@ -391,6 +401,59 @@ def _run(
     out = _merge(outs)
     _check_initial_density(out, num_particles)
     return out
+
+
+def _run_sharded(
+    rng_key, target, kernel, betas, ref_betas, ref_log_step, positions, *, num_bins,
+    progress_bar, desc, scale_ref, adapt_scale, devices,
+):  # fmt: skip
+    """The main run with its particles sharded over ``devices`` (a 1-D mesh, axis
+    "particles"); everything else is replicated. The compiled scan is the same function as on
+    one device: jit partitions it by the input's sharding (the per-bin log-sum-exp and ESS
+    become cross-device reductions)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    num_particles = positions.shape[0]
+    if num_particles % len(devices):
+        raise ValueError(
+            f"{num_particles} particles do not split evenly over {len(devices)} devices: use a "
+            "multiple of the number of devices"
+        )
+    mesh = Mesh(np.asarray(devices), ("particles",))
+    sharded = NamedSharding(mesh, PartitionSpec("particles"))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    structure, arrays = split(target)
+    fn = _compiled(structure, kernel, num_particles, num_bins, None, False, adapt_scale)
+    put = lambda x: jax.device_put(x, replicated)  # noqa: E731
+    if scale_ref is not None:
+        scale_ref = tuple(put(jnp.asarray(a)) for a in scale_ref)
+    run_id = open_bar(len(betas) - 1, desc) if progress_bar else 0
+    try:
+        out = fn(
+            [put(a) for a in arrays], put(rng_key), put(jnp.asarray(betas)),
+            put(jnp.asarray(ref_betas)), put(jnp.asarray(ref_log_step)), run_id,
+            jax.device_put(jnp.asarray(positions), sharded), 0, scale_ref,
+        )  # fmt: skip
+        out = jax.block_until_ready(out)
+    finally:
+        if progress_bar:
+            close_bar(run_id)
+    out = {k: np.asarray(v) for k, v in out.items()}
+    _check_initial_density(out, num_particles)
+    return out
+
+
+def _devices(devices):
+    """The devices a main run shards over: ``None`` → every local device of the default
+    backend, except on CPU, where one device with particle groups on threads was faster than
+    the cores as XLA host devices (docs/devices.md); a list of ``jax.Device`` as given."""
+    if devices is None:
+        local = jax.local_devices()
+        return local[:1] if local[0].platform == "cpu" else local
+    devices = list(devices)
+    if not devices or not all(isinstance(d, jax.Device) for d in devices):
+        raise TypeError("devices must be a non-empty list of jax.Device, e.g. jax.devices()[:2]")
+    return devices
 
 
 def _smooth(x, window):
@@ -548,6 +611,7 @@ def ais(
     pilot: Pilot | None = None,
     num_bins: int = 100,
     progress_bar: bool = True,
+    devices=None,
 ) -> AISResult:
     """Annealed importance sampling with any transition kernel.
 
@@ -594,6 +658,11 @@ def ais(
         Per-temperature diagnostics are averaged into this many bins.
     progress_bar : bool
         Show a progress bar (NumPyro's spelling).
+    devices : list of jax.Device, optional
+        Where the main run's particles go: sharded over these devices (default: every local
+        device of the default backend; on CPU one device, with particle groups on threads,
+        which measured faster than host devices: docs/devices.md). The same key gives the
+        same estimate on 1 or k devices; ``settings["num_devices"]`` records k.
 
     Returns
     -------
@@ -601,8 +670,8 @@ def ais(
         With its trust checks: every failed one is also raised as
         :class:`~ppl_hais.EvidenceWarning`.
 
-    On CPU the main run's particles are split into groups, two per core, dispatched from
-    threads (particle i draws the same random numbers either way).
+    On one CPU device the main run's particles are split into groups, two per core,
+    dispatched from threads (particle i draws the same random numbers either way).
     """
     adaptive = isinstance(schedule, str) and schedule == "adaptive"
     base = "survey" if adaptive else schedule
@@ -645,10 +714,11 @@ def ais(
     else:
         ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(step_size))
         scale_ref = None
+    devices = _devices(devices)
     tuning = dict(num_bins=num_bins, progress_bar=progress_bar, scale_ref=scale_ref)
     out = _run(
         key_main, target, kernel, betas, ref_betas, ref_log_step, positions[num_pilot:],
-        desc=kernel.name, **tuning,
+        desc=kernel.name, devices=devices, **tuning,
     )  # fmt: skip
     reverse = None
     if bidirectional or reverse_from is not None:
@@ -688,6 +758,7 @@ def ais(
         gradients_executed_per_particle=float(out["gradients"][1]),
         pilot_gradients_per_particle=pilot_gradients,
         num_pilot_particles=num_pilot,
+        num_devices=len(devices),
     )
     if reverse is not None:
         settings["num_reverse_particles"] = int(reverse["log_weights"].shape[0])
