@@ -63,6 +63,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/exchange_demo.py
 	$(PY) benchmarks/trust.py --seeds 20 --out docs/trust.md
 	$(PY) benchmarks/numpyro_compile.py --out docs/numpyro_compile.md
+	$(PY) benchmarks/rbm_ais.py --out docs/rbm_ais.md
+	$(PY) benchmarks/devices.py --out docs/devices.md
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ppl_hais adapters tests benchmarks

@@ -270,6 +270,7 @@ def sample_hais(
     refresh: float = 0.5,
     initial="auto",
     bidirectional: bool = False,
+    target_se: float | None = None,
     **smc_kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
@@ -304,6 +305,10 @@ def sample_hais(
     bidirectional : bool
         Also anneal back from a quarter of the final particles and report the gap
         (``log_marginal_likelihood_upper`` in sample_stats; a bias diagnostic).
+    target_se : float, optional
+        Choose the number of temperatures for this standard error of the log evidence (a
+        discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
+        ignored): easy models cost little, hard ones get up to 100,000 temperatures.
     compute_convergence_checks : bool
         Accepted as ``pm.sample_smc`` accepts it. The evidence's trust checks always run and
         warn: they are what makes the error bar trustworthy.
@@ -348,6 +353,7 @@ def sample_hais(
         step_size=step_size,
         refresh=refresh,
         bidirectional=bidirectional,
+        target_se=target_se,
         progress_bar=progressbar,
     )
     results = ev.results

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -41,7 +40,7 @@ from . import diagnostics
 from . import random as fast_random
 from .kernels import TransitionKernel, hais_kernel
 from .precision import float64, in_thread
-from .progress import close_bar, open_bar, tick
+from .progress import close_bar, open_bar, run_interruptibly, tick
 from .result import AISResult, AnnealingError, AnnealingTrace
 from .schedules import adaptive_schedule, make_schedule
 from .structure import compile_once, merge, split
@@ -390,11 +389,9 @@ def _run(
         return jax.block_until_ready(out)
 
     try:
-        if groups == 1:
-            outs = [group(0)]
-        else:
-            with ThreadPoolExecutor(groups) as pool:
-                outs = list(pool.map(in_thread(group), range(groups)))
+        outs = run_interruptibly(
+            [in_thread(lambda g=g: group(g)) for g in range(groups)]
+        )  # fmt: skip
     finally:
         if progress_bar:
             close_bar(run_id)
@@ -428,13 +425,17 @@ def _run_sharded(
     if scale_ref is not None:
         scale_ref = tuple(put(jnp.asarray(a)) for a in scale_ref)
     run_id = open_bar(len(betas) - 1, desc) if progress_bar else 0
-    try:
+
+    def call():
         out = fn(
             [put(a) for a in arrays], put(rng_key), put(jnp.asarray(betas)),
             put(jnp.asarray(ref_betas)), put(jnp.asarray(ref_log_step)), run_id,
             jax.device_put(jnp.asarray(positions), sharded), 0, scale_ref,
         )  # fmt: skip
-        out = jax.block_until_ready(out)
+        return jax.block_until_ready(out)
+
+    try:
+        (out,) = run_interruptibly([in_thread(call)])
     finally:
         if progress_bar:
             close_bar(run_id)

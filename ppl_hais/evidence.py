@@ -35,7 +35,7 @@ from .random import check_key
 from .result import AISResult
 from .target import AnnealingTarget
 
-__all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial"]
+__all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
 
 _LAPLACE_RESTARTS = 3
 
@@ -65,6 +65,7 @@ class Evidence:
     log_z_se: float
     checks: tuple[str, ...]
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
+    budget: dict | None = None  # target_se=: the probe's SE and the number of steps chosen
 
     @property
     def warning(self) -> bool:
@@ -223,6 +224,8 @@ def evidence(
     num_chains: int = 1,
     num_particles: int = 512,
     num_steps: int = 1000,
+    target_se: float | None = None,
+    max_num_steps: int = 100_000,
     progress_bar: bool = True,
     **hais_kwargs,
 ) -> Evidence:
@@ -233,6 +236,10 @@ def evidence(
     pilot (tuning is fixed before any chain starts, so each chain's Ẑ is unbiased and the
     chains are independent given it). Raises one :class:`~ppl_hais.EvidenceWarning` listing
     every failed check of the pooled estimate.
+
+    ``target_se``: choose the number of temperatures for this standard error instead of
+    ``num_steps`` (see :func:`choose_num_steps`): easy models get few, hard ones up to
+    ``max_num_steps``; missing the target is reported as a failed check.
     """
     rng_key = check_key(rng_key)
     num_chains = int(num_chains)
@@ -242,6 +249,14 @@ def evidence(
     pilot_kwargs = dict(hais_kwargs, num_steps=num_steps)
     pilot_kwargs.pop("bidirectional", None)
     name, target, pilot, choice = choose_initial(key_pilot, model, initial, **pilot_kwargs)
+    budget = None
+    if target_se is not None:
+        key_probe, key_chains = jax.random.split(key_chains)
+        budget = choose_num_steps(
+            key_probe, target, pilot, target_se, num_particles=num_particles,
+            num_chains=num_chains, max_num_steps=max_num_steps, **hais_kwargs,
+        )  # fmt: skip
+        num_steps = budget["num_steps"]
     results = []
     with warnings.catch_warnings():  # one pooled warning below instead of one per chain
         warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
@@ -259,9 +274,61 @@ def evidence(
             )
     log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
     checks = pooled_checks(results)
-    out = Evidence(results, target, name, log_z, float(np.sqrt(var)), checks, choice)
+    if budget is not None and not np.sqrt(var) <= _SE_SLACK * target_se:
+        checks = checks + (
+            f"target_se: the standard error {np.sqrt(var):.3g} missed target_se={target_se:g} "
+            f"with {num_steps} temperatures (the probe predicted {budget['predicted_se']:.3g}). "
+            "Remedy: more particles or chains, or a larger max_num_steps.",
+        )
+    out = Evidence(results, target, name, log_z, float(np.sqrt(var)), checks, choice, budget)
     diagnostics.warn(checks, "log evidence")
     return out
+
+
+_PROBE_STEPS = 200
+_SE_AIM = 0.9  # plan for 0.9 × target_se: the probe's SE is itself an estimate
+_SE_SLACK = 1.2  # a failed check when the SE exceeds 1.2 × target_se
+
+
+def choose_num_steps(
+    rng_key,
+    target,
+    pilot,
+    target_se,
+    *,
+    num_particles,
+    num_chains=1,
+    max_num_steps=100_000,
+    **hais_kwargs,
+) -> dict:
+    """The number of temperatures for a requested standard error, from a discarded probe run.
+
+    A probe anneals ``num_particles`` particles over 200 temperatures with the pilot's tuning
+    and measures its SE; for a well-annealed path Var(log Ẑ) ≈ c / (P·N) (AIS's variance falls
+    as 1/N with the path's thermodynamic length fixed), so N = 200·(SE_probe / 0.9 target)² / C
+    for C chains, between 200 and ``max_num_steps`` (0.9: the probe's SE is itself noisy; the
+    check fails above 1.2 × target). A probe whose SE is not finite (its
+    weights collapsed) gets ``max_num_steps``. The main run's N depends only on the discarded
+    probe, so its Ẑ stays unbiased; whether it met the target is checked afterwards.
+    """  # fmt: skip
+    if not target_se > 0:
+        raise ValueError(f"target_se must be positive, got {target_se!r}")
+    hais_kwargs = {k: v for k, v in hais_kwargs.items() if k != "bidirectional"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
+        probe = hais(
+            rng_key, target, num_particles=num_particles, num_steps=_PROBE_STEPS, pilot=pilot,
+            progress_bar=False, **hais_kwargs,
+        )  # fmt: skip
+    se = probe.log_z_se
+    if np.isfinite(se) and se > 0:
+        wanted = _PROBE_STEPS * (se / (_SE_AIM * target_se)) ** 2 / num_chains
+    else:
+        wanted = np.inf
+    steps = int(np.clip(np.ceil(wanted), _PROBE_STEPS, int(max_num_steps)))
+    predicted = se * np.sqrt(_PROBE_STEPS / steps / num_chains) if np.isfinite(se) else np.inf
+    return dict(probe_se=float(se), num_steps=steps, predicted_se=float(predicted),
+                probe_gradients=num_particles * _PROBE_STEPS)  # fmt: skip
 
 
 def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:

@@ -1,20 +1,68 @@
-"""Progress bars driven from inside compiled scans (one host callback per tick)."""
+"""Progress bars driven from inside compiled scans (one host callback per tick), and the stop
+request that Ctrl-C raises through the same callback.
+
+A compiled scan cannot be cancelled from outside, but its per-bin callback runs on the host:
+:func:`run_interruptibly` dispatches the compiled calls from worker threads, so the main
+thread stays in Python and receives Ctrl-C at once; it then sets a stop flag, each running
+scan raises :class:`Interrupted` from its next tick (the end of a bin), and the
+KeyboardInterrupt reaches the user with the process usable.
+"""
 
 from __future__ import annotations
 
 import itertools
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import jax
 import numpy as np
 
-__all__ = ["open_bar", "close_bar", "tick", "maybe_tick"]
+__all__ = ["open_bar", "close_bar", "tick", "maybe_tick", "run_interruptibly", "Interrupted"]
 
 _BARS: dict[int, object] = {}
 _RUN_IDS = itertools.count(1)
+_STOP = threading.Event()
+
+
+class Interrupted(Exception):
+    """Raised inside a compiled scan's callback to stop it after Ctrl-C."""
+
+
+class _QuietInterrupt(logging.Filter):
+    """JAX logs every failing callback with its traceback; a requested stop is not a failure."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, Interrupted)
+
+
+logging.getLogger("jax._src.debugging").addFilter(_QuietInterrupt())
+
+
+def run_interruptibly(calls):
+    """Run the zero-argument ``calls`` on worker threads and return their results in order.
+    Ctrl-C stops every call at its next tick and raises KeyboardInterrupt here."""
+    pool = ThreadPoolExecutor(max(1, len(calls)))
+    futures = [pool.submit(c) for c in calls]
+    try:
+        return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        _STOP.set()
+        wait(futures)  # each compiled scan stops at the end of its current bin
+        raise KeyboardInterrupt(
+            "annealing interrupted (every scan stopped at the end of its current bin)"
+        ) from None
+    finally:
+        _STOP.clear()
+        pool.shutdown(wait=False)
 
 
 def tick(run_id, n):
-    """Move bar ``run_id`` to position ``n`` (the largest, if a vmapped call passes several)."""
+    """Move bar ``run_id`` to position ``n`` (the largest, if a vmapped call passes several);
+    raise :class:`Interrupted` when a stop was requested."""
+    if _STOP.is_set():
+        raise Interrupted("stop requested (Ctrl-C)")
     bar = _BARS.get(int(np.max(run_id)))
     if bar is not None:
         bar.update(int(np.max(n)) - bar.n)

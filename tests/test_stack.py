@@ -101,6 +101,8 @@ def test_pymc_output_keeps_constant_data_and_works_with_arviz():
     az.summary(mcmc)
     loo = az.loo(idata)
     assert np.isfinite(float(loo["elpd"] if ARVIZ_1 else loo["elpd_loo"]))
+    table = az.compare({"a": idata, "b": idata})
+    assert sorted(table.index) == ["a", "b"] and np.allclose(table["elpd_diff"].astype(float), 0)
     # the plots of ph.plots read the ArviZ output of either stack
     import matplotlib
 
@@ -327,3 +329,20 @@ def test_readme_snippets_run(heading, capsys):
         assert "posterior" in group_names(scope["idata"])
     else:
         assert np.isfinite(float(scope["idata"]["sample_stats"]["log_marginal_likelihood"][0]))
+
+
+def test_target_se_picks_the_number_of_temperatures_for_the_model():
+    chosen = {}
+    for d, n in ((2, 30), (12, 60)):
+        X, y = _data(d, n=n, d=d)
+        h = phn.HAIS(
+            _regression, num_particles=256, target_se=0.05, initial="prior", progress_bar=False
+        )
+        h.run(jax.random.key(d), X, y=y)
+        chosen[d] = h.evidence.budget["num_steps"]
+        assert h.results[0].settings["num_steps"] == chosen[d]
+        assert abs(h.log_evidence - _regression_exact(X, y)) < TOL * h.log_evidence_se
+        # the probe's 1/N prediction is what the main run reaches (within 50%)
+        assert h.log_evidence_se < 1.5 * 0.05 or h.evidence.checks
+    # the harder model gets more temperatures than the easy one
+    assert chosen[12] > chosen[2], chosen

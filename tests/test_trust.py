@@ -240,3 +240,38 @@ def test_easy_model_does_not_cry_wolf(seed):
                       progress_bar=False)  # fmt: skip
     assert not found, found[0].message if found else ""
     assert abs(res.log_z - model.exact) < 4 * res.log_z_se
+
+
+def test_numpyro_bdmc_sandwiches_the_evidence_of_simulated_data():
+    pytest.importorskip("numpyro")
+    import numpyro
+    import numpyro.distributions as dist
+    from scipy.stats import multivariate_normal
+
+    from ppl_hais.adapters import numpyro as phn
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 3.0).expand([2]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        numpyro.sample("y", dist.Normal(mu, sigma).expand([10, 2]).to_event(2), obs=y)
+
+    y = np.zeros((10, 2))  # only its shape matters: bdmc simulates the data
+    with jax.numpy_rank_promotion("allow"):  # NumPyro's distributions rely on it
+        res = phn.bdmc(jax.random.key(8), model, y, num_particles=256, num_steps=1000)
+    sim = res.settings["simulated"]
+    assert set(sim["parameters"]) == {"mu", "sigma"} and sim["data"]["y"].shape == (10, 2)
+    assert not np.allclose(sim["data"]["y"], 0.0)
+    # exact log evidence of the simulated data given sigma, integrated over sigma by quadrature
+    from scipy import integrate
+
+    ys = sim["data"]["y"]
+
+    def given_sigma(s):
+        cov = 9.0 * np.ones((10, 10)) + s * s * np.eye(10)
+        return sum(multivariate_normal(np.zeros(10), cov).logpdf(ys[:, j]) for j in range(2))
+
+    dens = lambda s: np.exp(given_sigma(s) + np.log(2) + stats.norm.logpdf(s))  # noqa: E731
+    exact = np.log(integrate.quad(dens, 1e-6, 8.0, limit=200, points=[0.5, 1, 2])[0])
+    lower, upper = res.log_z, res.log_z_upper
+    assert lower - 4 * res.log_z_se <= exact <= upper + 4 * res.log_z_upper_se
+    assert res.bidirectional_gap < 0.1  # a good run: the sandwich is tight

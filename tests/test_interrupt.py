@@ -1,0 +1,36 @@
+"""Ctrl-C during a long run stops it within about a second and leaves the process usable."""
+
+import subprocess
+import sys
+import textwrap
+
+
+def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
+    code = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        import jax, numpy as np, ppl_hais as ph
+        from ppl_hais.examples import product_of_experts
+        target = product_of_experts("laplace", 36).target
+        kw = dict(num_particles=200, step_size=0.1, schedule="linear", progress_bar=False)
+        steps = 400_000  # about a minute of annealing on 2 cores
+        sent = []
+        def interrupt():
+            sent.append(time.perf_counter())
+            os.kill(os.getpid(), signal.SIGINT)
+        threading.Timer(8.0, interrupt).start()  # after compiling, during the scan
+        try:
+            ph.hais(jax.random.key(0), target, num_steps=steps, **kw)
+            raise SystemExit("the run was not interrupted")
+        except KeyboardInterrupt as err:
+            latency = time.perf_counter() - sent[0]
+            assert "interrupted" in str(err), err
+        r = ph.hais(jax.random.key(1), target, num_steps=300, **kw)
+        assert np.isfinite(r.log_z)
+        print(f"latency {latency:.2f}")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    latency = float(out.stdout.split()[-1])
+    assert latency < 1.5, out.stdout
