@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .diagnostics import log_mean_exp_se
-from .driver import _PILOT_WARMUP, ais, anneal, pilot_schedule
+from .driver import _PILOT_WARMUP, anneal, hais, pilot_schedule
 from .kernels import hais_kernel
 from .precision import float64
 from .result import AnnealingError
@@ -45,12 +45,7 @@ def analysis_log_likelihood(rng_key, log_density: Callable, data, initial, **hai
     One HAIS run estimates log Z; then (1/|D|) Σ log p(x) = mean(log_density(x)) − log Ẑ.
     ``hais_kwargs`` go to :func:`ppl_hais.hais` (``details`` holds its AISResult).
     """
-    result = ais(
-        rng_key,
-        AnnealingTarget(log_density=log_density, initial=initial),
-        hais_kernel(hais_kwargs.pop("refresh", 0.5), hais_kwargs.pop("num_leapfrog", 1)),
-        **hais_kwargs,
-    )
+    result = hais(rng_key, AnnealingTarget(log_density=log_density, initial=initial), **hais_kwargs)
     log_f = np.asarray(jax.vmap(log_density)(jnp.asarray(data)))
     per_datum = log_f - result.log_z
     se = np.full_like(per_datum, result.log_z_se)

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.linalg
 
 __all__ = ["Gaussian", "AnnealingTarget", "Potential"]
 
@@ -62,6 +63,7 @@ class Gaussian:
     mean: Any
     scale: Any = None
     scale_tril: Any = None
+    _inv_tril: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         mean = np.atleast_1d(np.asarray(self.mean, dtype=float))
@@ -72,7 +74,14 @@ class Gaussian:
             tril = np.asarray(self.scale_tril, dtype=float)
             if tril.shape != (mean.size, mean.size):
                 raise ValueError(f"scale_tril must have shape {(mean.size, mean.size)}")
+            if not np.all(np.abs(np.diag(tril)) > 0):
+                raise ValueError("scale_tril must have a non-zero diagonal")
             object.__setattr__(self, "scale_tril", tril)
+            # L⁻¹ once: a triangular solve per particle and step is one LAPACK call each on
+            # XLA:CPU (7.7 s against 0.5 s for a 1024-particle, 1500-step 10-D run); L⁻¹d is a
+            # matrix product that batches
+            inv = scipy.linalg.solve_triangular(tril, np.eye(mean.size), lower=True)
+            object.__setattr__(self, "_inv_tril", inv)
         else:
             scale = np.broadcast_to(
                 np.asarray(1.0 if self.scale is None else self.scale, dtype=float), mean.shape
@@ -94,7 +103,7 @@ class Gaussian:
     def log_density(self, z):
         d = z - self.mean
         if self.scale_tril is not None:
-            w = jax.scipy.linalg.solve_triangular(self.scale_tril, d, lower=True)
+            w = self._inv_tril @ d
             log_det = jnp.sum(jnp.log(jnp.abs(jnp.diagonal(self.scale_tril))))
         else:
             w = d / self.scale
@@ -219,7 +228,7 @@ def _register(cls, fields):
 
 # pytrees, so that compiled scans are keyed on a target's structure, not its identity
 # (ppl_hais.structure): a Gaussian's arrays and a model's data are passed as arguments
-_register(Gaussian, ("mean", "scale", "scale_tril"))
+_register(Gaussian, ("mean", "scale", "scale_tril", "_inv_tril"))
 _register(
     AnnealingTarget,
     ("log_density", "initial", "log_likelihood", "bounds", "log_z_initial", "_bounds"),
