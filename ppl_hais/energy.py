@@ -39,6 +39,7 @@ from scipy.special import logsumexp
 
 from . import diagnostics
 from . import random as fast_random
+from .driver import _ess, _log_mean_exp  # the annealer's per-bin weight summaries
 from .precision import float64
 from .result import AISResult, AnnealingTrace
 
@@ -345,11 +346,7 @@ def _anneal(rng_key, model_a, model_b, v0, betas):
         keys = jax.vmap(lambda i: jax.random.fold_in(rng_key, bin_index * n + i))(jnp.arange(n))
         carry, _ = jax.lax.scan(temperature, carry, (bin_betas[:-1], bin_betas[1:], keys))
         lw = carry[1]
-        top = jnp.max(lw)
-        w = jnp.exp(lw - top)
-        ess = jnp.sum(w) ** 2 / jnp.sum(w * w)
-        log_z = top + jnp.log(jnp.mean(w))
-        return carry, (ess, log_z)
+        return carry, (_ess(lw), _log_mean_exp(lw))
 
     lw0 = jnp.zeros(v0.shape[0], dtype=v0.dtype)
     (v, lw), (ess, log_z) = jax.lax.scan(bin_, (v0, lw0), (betas, jnp.arange(betas.shape[0])))
@@ -385,6 +382,23 @@ def _result(lw, v, ess, log_z, betas, binned, log_z_a, settings, wall):
     )
     diagnostics.warn(result.checks, "log Z")
     return result
+
+
+def _prepare(rng_key, num_particles, num_steps, schedule, num_bins):
+    """Validated sizes, the schedule and its bins, and the keys of the start and the run."""
+    for name, value in (("num_particles", num_particles), ("num_steps", num_steps)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    betas = _betas(schedule, int(num_steps))
+    binned = _binned(betas, min(int(num_bins), betas.size - 1))
+    return (betas, binned, *jax.random.split(rng_key))
+
+
+def _independent(rng_key, bias, num):
+    """Exact draws of independent binary units with logits ``bias``: (num, units)."""
+    p = jax.nn.sigmoid(jnp.asarray(bias))
+    u = jax.random.uniform(rng_key, (int(num), p.size), dtype=p.dtype)
+    return (u < p[None, :]).astype(p.dtype)
 
 
 def _check_model(model, name):
@@ -468,17 +482,10 @@ def _run(rng_key, model_a, model_b, log_z_a, num_particles, num_steps, schedule,
     log Z_B − (log Z_A − ``log_z_a``) (the known log Z_A goes in ``log_z_a``)."""
     start_offset, end_offset = _path_offset(model_a, model_b)
     log_z_a = log_z_a + start_offset - end_offset
-    for name, value in (("num_particles", num_particles), ("num_steps", num_steps)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    betas = _betas(schedule, int(num_steps))
-    binned = _binned(betas, min(int(bins), betas.size - 1))
-    key_start, key_run = jax.random.split(rng_key)
+    betas, binned, key_start, key_run = _prepare(rng_key, num_particles, num_steps, schedule, bins)
     start = time.perf_counter()
     if model_a.num_hidden == 0:  # independent visible units: exact draws
-        p = jax.nn.sigmoid(jnp.asarray(model_a.visible_bias))
-        u = jax.random.uniform(key_start, (int(num_particles), p.size), dtype=p.dtype)
-        v0 = (u < p[None, :]).astype(p.dtype)
+        v0 = _independent(key_start, model_a.visible_bias, num_particles)
     else:
         k1, k2 = jax.random.split(key_start)
         v0 = jax.random.bernoulli(k1, 0.5, (int(num_particles), model_a.num_visible))
@@ -621,9 +628,7 @@ def _ising_anneal(rng_key, model, x0, betas):
 
         carry, _ = jax.lax.scan(temperature, carry, (bin_betas[:-1], bin_betas[1:], jnp.arange(n)))
         lw = carry[1]
-        top = jnp.max(lw)
-        w = jnp.exp(lw - top)
-        return carry, (jnp.sum(w) ** 2 / jnp.sum(w * w), top + jnp.log(jnp.mean(w)))
+        return carry, (_ess(lw), _log_mean_exp(lw))
 
     lw0 = jnp.zeros(x0.shape[0], dtype=x0.dtype)
     (x, lw), (ess, log_z) = jax.lax.scan(bin_, (x0, lw0), (betas, jnp.arange(betas.shape[0])))
@@ -647,16 +652,11 @@ def ising_log_partition(
     rng_key = fast_random.check_key(rng_key)
     if not isinstance(model, Ising):
         raise TypeError(f"model must be a ph.energy.Ising, got {type(model).__name__}")
-    for name, value in (("num_particles", num_particles), ("num_steps", num_steps)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    betas = _betas(schedule, int(num_steps))
-    binned = _binned(betas, min(int(num_bins), betas.size - 1))
-    key_start, key_run = jax.random.split(rng_key)
+    betas, binned, key_start, key_run = _prepare(
+        rng_key, num_particles, num_steps, schedule, num_bins
+    )
     start = time.perf_counter()
-    p = jax.nn.sigmoid(jnp.asarray(model.fields))
-    u = jax.random.uniform(key_start, (int(num_particles), model.dim), dtype=p.dtype)
-    x0 = (u < p[None, :]).astype(p.dtype)
+    x0 = _independent(key_start, model.fields, num_particles)
     lw, x, ess, log_z = jax.block_until_ready(
         _ising_anneal(key_run, model, x0, jnp.asarray(binned))
     )
