@@ -666,8 +666,8 @@ class HAIS:
         for c, r in enumerate(self.results):
             print(
                 f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "
-                f"Pareto k {r.pareto_k:.2f}, acceptance {np.mean(r.acceptance):.2f}, "
-                f"{r.wall_time:.1f} s"
+                f"Pareto k {r.pareto_k:.2f}, lag {r.lag:.2f}, "
+                f"acceptance {np.mean(r.acceptance):.2f}, {r.wall_time:.1f} s"
             )
         for check in ev.checks:
             print(f"  WARNING {check}")

@@ -327,7 +327,7 @@ def sample_hais(
         ``sample_stats`` with ``log_marginal_likelihood`` and its standard error
         ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
         array per stage instead; ``inf`` when the weights' variance does not exist),
-        ``importance_ess``, ``pareto_k`` and ``evidence_warning`` per chain, the failed
+        ``importance_ess``, ``pareto_k``, ``lag`` and ``evidence_warning`` per chain, the failed
         checks in the group's ``evidence_checks`` attribute; ``observed_data``,
         ``constant_data``. The posterior draws are particles resampled by weight, copies
         side by side, so ``az.ess`` of them stays near the importance ESS.

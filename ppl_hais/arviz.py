@@ -134,6 +134,7 @@ def sample_stats_dataset(results: Sequence, checks: Sequence[str] | None = None)
         "log_marginal_likelihood_se": per_chain(lambda r: r.log_z_se),
         "importance_ess": per_chain(lambda r: r.ess),
         "pareto_k": per_chain(lambda r: r.pareto_k),
+        "lag": per_chain(lambda r: getattr(r, "lag", float("nan"))),
         "evidence_warning": xr.DataArray(np.array([r.warning for r in results]), dims=["chain"]),
         "num_nonfinite": per_chain(lambda r: r.num_nonfinite),
         "log_weight": xr.DataArray(

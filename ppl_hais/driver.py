@@ -204,6 +204,9 @@ def anneal(
     return dict(
         log_weights=log_w,
         particles=states.position,
+        log_ratio=states.potential.log_ratio,
+        log_initial=states.potential.log_initial,
+        start_log_initial=carry0_initial,
         initial_nonfinite=init_nonfinite,
         num_nonfinite=nonfinite,
         acceptance=acc,
@@ -332,6 +335,9 @@ def _merge(outs):
         first,
         log_weights=np.concatenate([np.asarray(o["log_weights"]) for o in outs]),
         particles=np.concatenate([np.asarray(o["particles"]) for o in outs]),
+        log_ratio=np.concatenate([np.asarray(o["log_ratio"]) for o in outs]),
+        log_initial=np.concatenate([np.asarray(o["log_initial"]) for o in outs]),
+        start_log_initial=np.concatenate([np.asarray(o["start_log_initial"]) for o in outs]),
         initial_nonfinite=sum(int(o["initial_nonfinite"]) for o in outs),
         num_nonfinite=sum(int(o["num_nonfinite"]) for o in outs),
         acceptance=np.tensordot(share, np.stack([np.asarray(o["acceptance"]) for o in outs]), 1),
@@ -767,6 +773,8 @@ def ais(
     result = AISResult.from_log_weights(
         np.asarray(out["log_weights"]),
         particles=np.asarray(out["particles"]),
+        final_log_ratio=np.asarray(out["log_ratio"]),
+        outside=diagnostics.outside_fraction(out["start_log_initial"], out["log_initial"]),
         betas=betas,
         trace=trace,
         num_nonfinite=int(out["num_nonfinite"]),

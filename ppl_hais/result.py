@@ -12,6 +12,7 @@ from .diagnostics import (
     KHAT_UNRELIABLE,
     evidence_checks,
     importance_ess,
+    lag_correlation,
     log_mean_exp_se,
     pareto_khat,
 )
@@ -54,6 +55,14 @@ class AISResult:
         Effective sample size (Σw)² / Σw² of the final weights.
     pareto_k : float
         Pareto k̂ of the final importance weights (PSIS, from ArviZ); NaN below 20 particles.
+    lag : float
+        Rank (Spearman) correlation between the final log weights and log f − log q at the
+        final particles (:func:`~ppl_hais.diagnostics.lag_correlation`): about 0 when the
+        transitions kept up with the annealing, large when the particles lag the target
+        (mass they never reached is then missing from the estimate); NaN when not measured.
+    outside_initial : float
+        Fraction of the final particles outside the initial distribution's central 95%
+        (:func:`~ppl_hais.diagnostics.outside_fraction`); the lag check applies from 0.1.
     checks : tuple of str
         The trust checks this estimate failed (see :mod:`ppl_hais.diagnostics`); each was
         raised as an :class:`~ppl_hais.EvidenceWarning`. Empty when all passed.
@@ -91,6 +100,8 @@ class AISResult:
     checks: tuple = ()
     log_z_upper: float = float("nan")
     log_z_upper_se: float = float("nan")
+    lag: float = float("nan")
+    outside_initial: float = float("nan")
 
     @classmethod
     def from_log_weights(
@@ -105,11 +116,16 @@ class AISResult:
         settings=None,
         wall_time=float("nan"),
         reverse_log_weights=None,
+        final_log_ratio=None,
+        outside=None,
     ):
         """Estimate, error bar and trust checks from the final log weights.
 
         ``reverse_log_weights``: a reverse run's weights (from the target back to the initial
-        distribution); their −log mean exp estimates log Z from above.
+        distribution); their −log mean exp estimates log Z from above. ``final_log_ratio``:
+        log f − log q at the final particles, and ``outside``, the fraction of them outside
+        the initial distribution's bulk (:func:`~ppl_hais.diagnostics.outside_fraction`),
+        for the lag check.
         """
         lw = np.asarray(log_weights, dtype=float)
         n_nan = int(np.sum(np.isnan(lw)))
@@ -128,6 +144,7 @@ class AISResult:
         log_z, se = log_mean_exp_se(lw)
         ess = importance_ess(lw)
         khat = pareto_khat(lw)
+        lag = float("nan") if final_log_ratio is None else lag_correlation(lw, final_log_ratio)
         upper = upper_se = gap = gap_se = None
         if reverse_log_weights is not None:
             rev = np.asarray(reverse_log_weights, dtype=float)
@@ -148,6 +165,8 @@ class AISResult:
             num_evaluations=lw.size * steps,
             gap=gap,
             gap_se=gap_se,
+            lag=lag,
+            outside=outside,
             remedy=(settings or {}).get("remedy"),
         )
         unreliable = not (khat < KHAT_UNRELIABLE) and not np.isnan(khat)
@@ -167,6 +186,8 @@ class AISResult:
             checks=checks,
             log_z_upper=float("nan") if upper is None else float(upper),
             log_z_upper_se=float("nan") if upper_se is None else float(upper_se),
+            lag=lag,
+            outside_initial=float("nan") if outside is None else float(outside),
         )
 
     @property
@@ -218,7 +239,7 @@ class AISResult:
             f"  kernel={s.get('kernel')}  particles={self.num_particles}  "
             f"temperatures={len(self.betas) - 1}  schedule={s.get('schedule')}",
             f"  ESS = {self.ess:.1f} of {self.num_particles}  Pareto k = {self.pareto_k:.2f}  "
-            f"acceptance: mean {np.mean(acc):.3f}, min {np.min(acc):.3f}",
+            f"lag = {self.lag:.2f}  acceptance: mean {np.mean(acc):.3f}, min {np.min(acc):.3f}",
             f"  step size: {np.min(self.trace.step_size):.3g} .. {np.max(self.trace.step_size):.3g}"
             f" ({'tuned by pilot' if s.get('step_size') == 'auto' else 'fixed'})",
             f"  gradients per particle: {s.get('gradients_per_particle', 0):.0f}"
