@@ -34,6 +34,7 @@ from numpyro.infer.util import (
     compute_log_probs,
     constrain_fn,
     init_to_uniform,
+    potential_energy,
 )
 from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
 
@@ -123,7 +124,7 @@ def _with_missing_data(model):
 
 def _check_sites(tr):
     """Refuse what a prior/likelihood split cannot honour, naming the site and the remedy."""
-    latent, observed, factors, improper = [], [], [], []
+    latent, observed, factors, improper, enumerated = [], [], [], [], []
     for name, site in tr.items():
         if site["type"] == "param":
             raise ValueError(
@@ -154,11 +155,8 @@ def _check_sites(tr):
             continue
         fn = site["fn"]
         if fn.support.is_discrete:
-            raise ValueError(
-                f"latent site '{name}' is discrete ({type(_base(fn)).__name__}): HAIS needs "
-                "continuous latent variables. Marginalize it out (e.g. with "
-                "numpyro.contrib.funsor enumeration in a custom likelihood) or condition on it."
-            )
+            enumerated.append(_check_enumerable(name, site))
+            continue
         if site["scale"] is not None and not np.all(np.asarray(site["scale"]) == 1):
             raise ValueError(
                 f"latent site '{name}' has scale {site['scale']}: a scaled prior is not a "
@@ -179,8 +177,90 @@ def _check_sites(tr):
             "no likelihood, so the evidence is 1. Pass the data to run(...)."
         )
     if not latent:
-        raise ValueError("the model has no latent sample site to integrate over")
-    return latent, observed, factors, improper
+        raise ValueError(
+            "the model has no continuous latent sample site to integrate over"
+            + (f" (its discrete site(s) {enumerated} are summed out)" if enumerated else "")
+        )
+    return latent, observed, factors, improper, enumerated
+
+
+_MAX_ENUMERATED = 100_000  # values of one enumerated site: more is refused (memory per particle)
+
+
+def _support_size(fn) -> int:
+    """How many values a discrete site's enumeration holds, without building it."""
+    base = _base(fn)
+    if hasattr(base, "low") and hasattr(base, "high"):  # DiscreteUniform
+        return int(np.max(np.asarray(base.high)) - np.min(np.asarray(base.low)) + 1)
+    if hasattr(base, "total_count"):  # Binomial and relatives
+        return int(np.max(np.asarray(base.total_count)) + 1)
+    return int(np.shape(fn.enumerate_support(expand=False))[0])
+
+
+def _check_enumerable(name, site) -> str:
+    """A discrete latent site that NumPyro's enumeration can sum out, or a clear refusal."""
+    fn = site["fn"]
+    kind = type(_base(fn)).__name__
+    if not fn.has_enumerate_support:
+        raise ValueError(
+            f"latent site '{name}' is discrete ({kind}) with an unbounded support, which cannot "
+            "be enumerated: marginalize it out analytically in the model (e.g. a Poisson count "
+            "under a Poisson likelihood) or condition on it."
+        )
+    if site["infer"].get("enumerate") != "parallel":
+        raise ValueError(
+            f"latent site '{name}' is discrete ({kind}): mark it for enumeration with "
+            "infer={'enumerate': 'parallel'} or decorate the model with "
+            "numpyro.contrib.funsor.config_enumerate. HAIS then sums it out exactly, as "
+            "NUTS does, anneals the continuous sites, and draws it afterwards (infer_discrete)."
+        )
+    size = _support_size(fn)
+    if size > _MAX_ENUMERATED:
+        raise ValueError(
+            f"latent site '{name}' ({kind}) has {size} values to enumerate (more than "
+            f"{_MAX_ENUMERATED}): every density evaluation would hold that many terms per "
+            "particle. Marginalize it analytically, coarsen it, or reparameterize."
+        )
+    try:
+        import funsor  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            f"latent site '{name}' is enumerated, which needs funsor: "
+            "pip install 'ppl_hais[numpyro]' (or pip install funsor)"
+        ) from err
+    return name
+
+
+class _MaskSites(numpyro.primitives.Messenger):
+    """Zero the log density of the named sites (the observed ones: what remains, with the
+    discrete sites enumerated, is the marginal prior of the continuous sites)."""
+
+    def __init__(self, fn=None, names=()):
+        self.names = frozenset(names)
+        super().__init__(fn)
+
+    def process_message(self, msg):
+        if msg["type"] == "sample" and msg["name"] in self.names:
+            msg["fn"] = msg["fn"].mask(False)
+
+
+def _plate_nesting(tr, enumerated) -> int:
+    """The number of plates a site sits in, at most; with enumerated sites, every batch
+    dimension must be a plate's (enumeration allocates its dimensions left of them)."""
+    for name, site in tr.items():
+        if enumerated and site["type"] == "sample":
+            plates = len(site["cond_indep_stack"])
+            if len(site["fn"].batch_shape) > plates:
+                raise ValueError(
+                    f"site '{name}' has batch shape {tuple(site['fn'].batch_shape)} but sits in "
+                    f"{plates} plate(s): with enumerated discrete sites ({list(enumerated)}) "
+                    "every batch dimension must be declared by a numpyro.plate (or moved to the "
+                    "event shape with .to_event), as for NUTS's enumeration."
+                )
+    return max(
+        (len(site["cond_indep_stack"]) for site in tr.values() if site["type"] == "sample"),
+        default=0,
+    )
 
 
 class _Structure:
@@ -190,8 +270,20 @@ class _Structure:
     compiled scans are reused. ``baked`` holds the data itself for a model that cannot run on
     traced data (then every new data set compiles anew, as before)."""
 
-    def __init__(self, model, data_structure, latent, observed, factors, improper, unravel, dim):
+    def __init__(
+        self, model, data_structure, latent, observed, factors, improper, enumerated, unravel,
+        dim, nesting=0,
+    ):  # fmt: skip
         self.model = _with_missing_data(model)
+        self.enumerated = enumerated
+        if enumerated:
+            from numpyro.contrib.funsor import config_enumerate, enum
+
+            first = -nesting - 1
+            self.enum_model = enum(config_enumerate(self.model), first_available_dim=first)
+            masked = _MaskSites(self.model, names=tuple(observed) + tuple(factors))
+            self.enum_prior = enum(config_enumerate(masked), first_available_dim=first)
+            self.first_available_dim = first
         self.data_structure = data_structure
         self.latent, self.observed, self.factors, self.improper = (
             latent,
@@ -208,7 +300,9 @@ class _Structure:
 _STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _structure_for(model, args, kwargs, sites, unravel, dim, shapes) -> tuple[_Structure, list]:
+def _structure_for(
+    model, args, kwargs, sites, unravel, dim, shapes, nesting
+) -> tuple[_Structure, list]:
     data_structure, arrays = split((tuple(args), dict(kwargs)))
     key = (data_structure, sites, shapes)
     try:
@@ -217,7 +311,7 @@ def _structure_for(model, args, kwargs, sites, unravel, dim, shapes) -> tuple[_S
         per_model = {}
     st = per_model.get(key)
     if st is None:
-        st = _Structure(model, data_structure, *sites, unravel, dim)
+        st = _Structure(model, data_structure, *sites, unravel, dim, nesting)
         per_model[key] = st
     return st, arrays
 
@@ -249,13 +343,21 @@ class NumPyroTarget:
         unconstrained = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in sites[0]}
         flat, unravel = ravel_pytree(unconstrained)
         shapes = tuple((n, tuple(jnp.shape(v))) for n, v in sorted(unconstrained.items()))
+        nesting = _plate_nesting(tr, sites[4])
         self._st, self._arrays = _structure_for(
-            model, args, kwargs, sites, unravel, int(flat.size), shapes
+            model, args, kwargs, sites, unravel, int(flat.size), shapes, nesting
         )
         if self._st.baked is None and self._arrays and not self._runs_traced(flat):
-            self._st = _Structure(model, None, *sites, unravel, int(flat.size))
+            self._st = _Structure(model, None, *sites, unravel, int(flat.size), nesting)
             self._st.baked = (args, kwargs)
             self._arrays = []
+        if self.enumerated and self._st.baked is not None and not self._runs_traced(flat):
+            raise ValueError(
+                f"the enumerated site(s) {self.enumerated} cannot be summed out with the "
+                "continuous sites as traced values: a discrete support that depends on a "
+                "latent value (e.g. DiscreteUniform(0, n) with n sampled) cannot be enumerated. "
+                "Give the discrete site a support fixed by the data."
+            )
 
     def _runs_traced(self, z) -> bool:
         """Whether the model's densities trace with the data as abstract values."""
@@ -288,6 +390,7 @@ class NumPyroTarget:
     observed = property(lambda self: list(self._st.observed))
     factors = property(lambda self: list(self._st.factors))
     improper = property(lambda self: list(self._st.improper))
+    enumerated = property(lambda self: list(self._st.enumerated))
     dim = property(lambda self: self._st.dim)
     unravel = property(lambda self: self._st.unravel)
 
@@ -330,14 +433,44 @@ class NumPyroTarget:
             return None
         return _PriorInitial(self)
 
-    def constrain(self, z):
-        """Constrained values of every latent and deterministic site at flat z (vmappable)."""
+    def constrain(self, z, rng_key=None):
+        """Constrained values of every latent and deterministic site at flat z (vmappable).
+
+        With enumerated discrete sites, those are drawn from their conditional posterior given
+        the continuous values (NumPyro's ``infer_discrete``, with ``rng_key``) and the
+        deterministic sites computed from them."""
         args, kwargs = self._data
-        return constrain_fn(self.model, args, kwargs, self.unravel(z), return_deterministic=True)
+        if not self.enumerated:
+            return constrain_fn(
+                self.model, args, kwargs, self.unravel(z), return_deterministic=True
+            )
+        from numpyro.contrib.funsor import config_enumerate, infer_discrete
+
+        key = jax.random.key(0) if rng_key is None else rng_key
+        seeded = handlers.seed(self.model, jax.random.fold_in(key, 1))
+        cont = constrain_fn(seeded, args, kwargs, self.unravel(z))
+        cont = {k: v for k, v in cont.items() if k in self._st.latent}
+        model = infer_discrete(
+            handlers.condition(config_enumerate(self.model), data=cont),
+            rng_key=key,
+            first_available_dim=self._st.first_available_dim,
+        )
+        tr = handlers.trace(model).get_trace(*args, **kwargs)
+        keep = set(self._st.latent) | set(self._st.enumerated)
+        return {
+            name: site["value"]
+            for name, site in tr.items()
+            if name in keep or site["type"] == "deterministic"
+        }
 
 
 def _log_parts(nt: NumPyroTarget, z):
     args, kwargs = nt._data
+    if nt._st.enumerated:  # discrete sites summed out by NumPyro's enumeration (funsor)
+        params = nt.unravel(z)
+        joint = -potential_energy(nt._st.enum_model, args, kwargs, params, enum=True)
+        prior = -potential_energy(nt._st.enum_prior, args, kwargs, params, enum=True)
+        return prior, joint - prior
     log_probs, _ = compute_log_probs(_unconstrain_params(nt.model, nt.unravel(z)), args, kwargs, {})
     names = nt._st.prior_names
     prior = sum((v for k, v in log_probs.items() if k in names), start=0.0)
@@ -358,7 +491,7 @@ def _rebuild(st, arrays):
     return nt
 
 
-_constrain_batch = compile_once(lambda nt, flat: jax.vmap(nt.constrain)(flat))
+_constrain_batch = compile_once(lambda nt, flat, keys: jax.vmap(nt.constrain)(flat, keys))
 
 
 def _refuse_foreign_model(model):
@@ -639,7 +772,8 @@ class HAIS:
             idx = self.evidence.resample(self._key_draws)
             zs = np.stack([r.particles[i] for r, i in zip(self.results, idx, strict=True)])
             flat = jnp.asarray(zs.reshape(-1, zs.shape[-1]))
-            values = _constrain_batch(self._nt, flat)
+            keys = jax.random.split(jax.random.fold_in(self._key_draws, 1), flat.shape[0])
+            values = _constrain_batch(self._nt, flat, keys)
             self._samples = jax.tree.map(
                 lambda v: np.asarray(v).reshape(zs.shape[:2] + np.shape(v)[1:]), values
             )
@@ -684,7 +818,9 @@ class HAIS:
         self._require()
         posterior = self.get_samples(group_by_chain=True)
         log_lik = None
-        if pointwise_log_likelihood:
+        # with enumerated sites the pointwise likelihood would be conditional on the drawn
+        # discrete values, not the marginal one that LOO needs: left out
+        if pointwise_log_likelihood and not self._nt.enumerated:
             latent = {k: jnp.asarray(v) for k, v in posterior.items() if k in self._nt.latent}
             ll = _pointwise_log_likelihood(
                 self._nt.model, latent, *self._nt.args, batch_ndims=2, **self._nt.kwargs

@@ -29,7 +29,7 @@ from .schedules import (
     sigmoid_schedule,
     survey_schedule,
 )
-from .target import AnnealingTarget, Gaussian, Potential, StudentT
+from .target import AnnealingTarget, Gaussian, GaussianMixture, Potential, StudentT
 
 __version__ = "0.1.0"
 
@@ -48,6 +48,7 @@ __all__ = [
     "EvidenceWarning",
     "RejectionBudgetError",
     "Gaussian",
+    "GaussianMixture",
     "StudentT",
     "LogLikelihoodEstimate",
     "Potential",

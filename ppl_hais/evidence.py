@@ -37,7 +37,7 @@ from .target import AnnealingTarget
 
 __all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
 
-_LAPLACE_RESTARTS = 3
+_LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
 
 
 class ModelDensity(Protocol):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .structure import compile_once
-from .target import Gaussian
+from .target import Gaussian, GaussianMixture
 
 __all__ = ["laplace_gaussian"]
 
@@ -26,28 +26,68 @@ def _neg_hessian(log_density, z):
     return jax.hessian(lambda x: -log_density(x))(z)
 
 
-def laplace_gaussian(log_density, starts, scale_inflation: float = 1.2) -> Gaussian:
+_SAME_MODE = 1.0  # squared Mahalanobis distance below which two optima are one mode
+_MODE_MASS_RANGE = 20.0  # nats: modes whose Laplace mass is further below the best are dropped
+
+
+def laplace_gaussian(log_density, starts, scale_inflation: float = 1.2):
     """N(mode, inflation² · H⁻¹) with H the negative Hessian of ``log_density`` at its mode.
 
-    The mode is found by BFGS from each of ``starts`` (an (S, D) array); the best finite one is
-    kept. ``scale_inflation`` widens the Gaussian so that its tails cover the target's, which
-    keeps the annealing weights well behaved. Annealing from it still estimates the target's own
-    normalizer: the initial only changes the path.
+    The mode is searched by BFGS from each of ``starts`` (an (S, D) array). When the searches
+    end at several distinct modes (squared Mahalanobis distance ≥ 1 under each other's
+    Hessian) whose Laplace masses lie within 20 nats of the best, the result is a
+    :class:`~ppl_hais.GaussianMixture` with one component per mode, weighted by those masses:
+    a start from one mode of a multimodal posterior would anneal within it and miss the
+    others' mass without any sign in the weights (measured: a two-component mixture with
+    per-datum assignments, 0.69 nats low at an SE of 0.002). ``scale_inflation`` widens each
+    component so that its tails cover the target's. Annealing from it still estimates the
+    target's own normalizer: the initial only changes the path.
     """
-    best, best_val = None, np.inf
+    modes = []  # (mode, log density there, negative Hessian)
     for z0 in jnp.atleast_2d(jnp.asarray(starts, dtype=jnp.result_type(float))):
         mode, val = _mode(log_density, z0)
-        val = float(val)
-        if np.isfinite(val) and val < best_val:
-            best, best_val = mode, val
-    if best is None:
+        val = -float(val)
+        if not np.isfinite(val):
+            continue
+        mode = np.asarray(mode)
+        hess = np.asarray(_neg_hessian(log_density, mode))
+        hess = 0.5 * (hess + hess.T)
+        if not np.all(np.isfinite(hess)):
+            continue
+        same = [
+            i for i, (m, _, h) in enumerate(modes)
+            if min((mode - m) @ h @ (mode - m), (mode - m) @ hess @ (mode - m)) < _SAME_MODE
+        ]  # fmt: skip
+        if same:
+            i = same[0]
+            if val > modes[i][1]:
+                modes[i] = (mode, val, hess)
+            continue
+        modes.append((mode, val, hess))
+    if not modes:
         raise ValueError("the Laplace fit found no finite mode: give initial= explicitly")
-    hess = np.asarray(_neg_hessian(log_density, best))
-    try:
-        tril = np.linalg.cholesky(np.linalg.inv(0.5 * (hess + hess.T))) * scale_inflation
-    except np.linalg.LinAlgError as err:
+    modes.sort(key=lambda m: -m[1])
+    comps = []
+    for mode, val, hess in modes:
+        try:
+            cov = np.linalg.inv(hess)
+            tril = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            continue
+        log_mass = val + np.sum(np.log(np.diag(tril))) + 0.5 * mode.size * np.log(2 * np.pi)
+        comps.append((mode, tril * scale_inflation, log_mass))
+    if not comps:
         raise ValueError(
             "the Hessian at the mode is not positive definite: the Laplace approximation "
             "fails; give initial= explicitly"
-        ) from err
-    return Gaussian(np.asarray(best), scale_tril=tril)
+        )
+    best = max(c[2] for c in comps)
+    comps = [c for c in comps if c[2] > best - _MODE_MASS_RANGE]
+    if len(comps) == 1:
+        return Gaussian(comps[0][0], scale_tril=comps[0][1])
+    log_mass = np.array([c[2] for c in comps])
+    return GaussianMixture(
+        np.stack([c[0] for c in comps]),
+        np.stack([c[1] for c in comps]),
+        np.exp(log_mass - log_mass.max()),
+    )

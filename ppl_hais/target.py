@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-__all__ = ["Gaussian", "StudentT", "AnnealingTarget", "Potential"]
+__all__ = ["Gaussian", "GaussianMixture", "StudentT", "AnnealingTarget", "Potential"]
 
 
 class Potential(NamedTuple):
@@ -157,6 +157,68 @@ class StudentT(Gaussian):
         )  # fmt: skip
 
 
+@dataclass(frozen=True, eq=False)
+class GaussianMixture:
+    """A normalized mixture of Gaussians with full covariances, as an initial distribution:
+    what a Laplace fit gives a posterior with several modes (one component per mode), so that
+    annealing starts with particles in each.
+
+    Parameters
+    ----------
+    means : array (K, D)
+    scale_trils : array (K, D, D)
+        Lower Cholesky factors of the components' covariances.
+    weights : array (K,)
+        Positive; normalized here.
+
+    Examples
+    --------
+    >>> import jax, numpy as np, ppl_hais as ph
+    >>> q = ph.GaussianMixture(np.array([[-3.0], [3.0]]), np.ones((2, 1, 1)), [0.3, 0.7])
+    >>> q.sample(jax.random.key(0), 4).shape
+    (4, 1)
+    """
+
+    means: Any
+    scale_trils: Any
+    weights: Any
+    _inv_trils: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        means = np.atleast_2d(np.asarray(self.means, dtype=float))
+        k, d = means.shape
+        trils = np.asarray(self.scale_trils, dtype=float)
+        weights = np.asarray(self.weights, dtype=float).ravel()
+        if trils.shape != (k, d, d):
+            raise ValueError(f"scale_trils must have shape {(k, d, d)}, got {trils.shape}")
+        if weights.shape != (k,) or not np.all(weights > 0) or not np.all(np.isfinite(weights)):
+            raise ValueError(f"weights must be {k} positive finite numbers")
+        if not np.all(np.abs(np.diagonal(trils, axis1=1, axis2=2)) > 0):
+            raise ValueError("every scale_tril must have a non-zero diagonal")
+        inv = np.stack([scipy.linalg.solve_triangular(t, np.eye(d), lower=True) for t in trils])
+        object.__setattr__(self, "means", means)
+        object.__setattr__(self, "scale_trils", trils)
+        object.__setattr__(self, "weights", weights / weights.sum())
+        object.__setattr__(self, "_inv_trils", inv)
+
+    @property
+    def dim(self) -> int:
+        return int(self.means.shape[1])
+
+    def sample(self, rng_key, num: int):
+        key_k, key_z = jax.random.split(rng_key)
+        dtype = jnp.result_type(float)
+        comp = jax.random.categorical(key_k, jnp.log(self.weights), shape=(num,))
+        eps = jax.random.normal(key_z, (num, self.dim), dtype=dtype)
+        return self.means[comp] + jnp.einsum("nij,nj->ni", self.scale_trils[comp], eps)
+
+    def log_density(self, z):
+        w = jnp.einsum("kij,kj->ki", self._inv_trils, z[None, :] - self.means)
+        log_det = jnp.sum(jnp.log(jnp.abs(jnp.diagonal(self.scale_trils, axis1=1, axis2=2))), 1)
+        comp = -0.5 * jnp.sum(w * w, axis=1) - log_det - 0.5 * self.dim * math.log(2 * math.pi)
+        return jax.scipy.special.logsumexp(comp + jnp.log(self.weights))
+
+
 def _as_bounds(bounds, dim):
     if bounds is None:
         return None
@@ -276,6 +338,7 @@ def _register(cls, fields):
 # (ppl_hais.structure): a Gaussian's arrays and a model's data are passed as arguments
 _register(Gaussian, ("mean", "scale", "scale_tril", "_inv_tril"))
 _register(StudentT, ("mean", "scale", "scale_tril", "_inv_tril", "df"))
+_register(GaussianMixture, ("means", "scale_trils", "weights", "_inv_trils"))
 _register(
     AnnealingTarget,
     ("log_density", "initial", "log_likelihood", "bounds", "log_z_initial", "_bounds"),
