@@ -13,12 +13,20 @@ from .diagnostics import pool, warn
 __all__ = ["compare_evidence", "evidence_of"]
 
 
+def _last_finite(values) -> float:
+    a = np.asarray(values, dtype=float).ravel()
+    a = a[np.isfinite(a)]
+    return float(a[-1]) if a.size else float("nan")
+
+
 def _from_idata(idata):
     """(log evidence, SE, warned) from ppl_hais's or pm.sample_smc's InferenceData."""
     ss = idata["sample_stats"]
     lml = np.asarray(ss["log_marginal_likelihood"].values)
-    if lml.dtype == object:  # pm.sample_smc: (chain, stage) objects, NaN until beta = 1
-        lml = np.array([[np.asarray(v, float).ravel()[-1] for v in row] for row in lml])
+    if lml.dtype == object:
+        # pm.sample_smc: per chain its stages' values (NaN until β = 1), as (chain, stage)
+        # objects, or as one array per chain when the chains ran different numbers of stages
+        lml = np.array([_last_finite(v) for v in lml.ravel()]).reshape(lml.shape)
     lml = np.asarray(lml, dtype=float)
     if lml.ndim == 2:  # (chain, draw): the last finite value of each chain is its estimate
         lml = np.array([row[np.isfinite(row)][-1] for row in lml])

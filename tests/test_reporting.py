@@ -79,6 +79,21 @@ def test_compare_reads_smc_style_idata():
     assert se > 0
 
 
+def test_compare_reads_smc_idata_whose_chains_ran_different_numbers_of_stages():
+    """pm.sample_smc stores one array of stage values per chain when the chains' stage counts
+    differ (seen on a two-switchpoint model): the last finite value of each is its estimate."""
+    import xarray as xr
+
+    vals = np.empty(2, dtype=object)
+    vals[0] = np.array([np.nan, -10.0])
+    vals[1] = np.array([np.nan, np.nan, -10.1])
+    idata = ph.arviz.assemble(
+        {"sample_stats": xr.Dataset({"log_marginal_likelihood": (("chain",), vals)})}
+    )
+    est, _ = ph.compare.evidence_of(idata)
+    assert est == pytest.approx(np.log(np.mean(np.exp([-10.0, -10.1]))))
+
+
 def test_gaussian_full_covariance_density():
     from scipy.stats import multivariate_normal
 
