@@ -38,6 +38,12 @@ def switchpoint(y):
         numpyro.sample("disasters", dist.Poisson(rate), obs=y)
 
 
+def phn_groups(idata):
+    from ppl_hais.arviz import group_names
+
+    return group_names(idata)
+
+
 def gamma_poisson_segment(y):
     """log ∫ Exp(λ; 1) Π Poisson(y_t; λ) dλ for one segment."""
     a, b, n, total = 1.0, 1.0, len(y), float(np.sum(y))
@@ -69,6 +75,11 @@ def test_switchpoint_evidence_with_the_switchpoint_summed_out():
     assert draws["switchpoint"].shape == draws["early_rate"].shape
     assert np.issubdtype(draws["switchpoint"].dtype, np.integer)
     assert abs(np.median(draws["switchpoint"]) - 40) <= 5
+    idata = hais.to_arviz()
+    posterior = idata["posterior"]
+    assert posterior["switchpoint"].shape == (1, 256)
+    assert "log_likelihood" not in phn_groups(idata)  # conditional on drawn values: left out
+    assert float(idata["sample_stats"]["log_marginal_likelihood"][0]) == hais.log_evidence
 
 
 @config_enumerate
