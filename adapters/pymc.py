@@ -60,6 +60,19 @@ class PyMCTarget:
         self.shapes = [np.shape(point[n]) for n in self.names]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
         self.dim = int(sum(self.sizes))
+        self.dtypes = [np.dtype(v.dtype) for v in self.value_vars]
+        # integer variables (pm.DiscreteUniform, Bernoulli, Poisson, ...): stored as whole
+        # numbers in the flat float vector and moved by a Metropolis step (kernels.mixed_kernel)
+        mask = np.concatenate(
+            [np.full(size, np.issubdtype(dt, np.integer)) for size, dt in
+             zip(self.sizes, self.dtypes, strict=True)]
+        )  # fmt: skip
+        self.discrete = tuple(bool(x) for x in mask) if mask.any() else None
+        self.discrete_names = [
+            n
+            for n, dt in zip(self.names, self.dtypes, strict=True)
+            if np.issubdtype(dt, np.integer)
+        ]
         self._logp = get_jaxified_graph(
             inputs=self.value_vars, outputs=[model.varlogp, model.datalogp]
         )
@@ -70,12 +83,6 @@ class PyMCTarget:
 
     def _check(self, needs_likelihood=True):
         m = self.model
-        if m.discrete_value_vars:
-            names = [v.name for v in m.discrete_value_vars]
-            raise ValueError(
-                f"discrete free variable(s) {names}: ppl_hais needs continuous latent variables. "
-                "Marginalize them out (e.g. pm.Mixture, pymc_extras' marginalize) or observe them."
-            )
         improper = [
             rv.name
             for rv in m.free_RVs
@@ -97,8 +104,11 @@ class PyMCTarget:
     # -- flat vectors
     def unravel(self, z):
         out, i = [], 0
-        for shape, size in zip(self.shapes, self.sizes, strict=True):
-            out.append(jnp.reshape(z[i : i + size], shape))
+        for shape, size, dtype in zip(self.shapes, self.sizes, self.dtypes, strict=True):
+            part = jnp.reshape(z[i : i + size], shape)
+            if np.issubdtype(dtype, np.integer):
+                part = jnp.round(part).astype(dtype)
+            out.append(part)
             i += size
         return out
 

@@ -1,5 +1,6 @@
 """Change points by evidence: one against two switchpoints in yearly counts, NumPyro's
-enumeration (phn.HAIS) beside pm.sample_smc, against the exact evidence by summation.
+enumeration (phn.HAIS) and PyMC's discrete variables (php.sample_hais) beside pm.sample_smc,
+against the exact evidence by summation.
 
     python benchmarks/switchpoint.py [--seeds 5] [--out docs/switchpoint.md]
 
@@ -13,8 +14,10 @@ phn.HAIS sums the switchpoints out by NumPyro's enumeration (funsor) and anneals
 the one-switchpoint model as a user writes it (a plate over years); the two-switchpoint model
 with its likelihood in sufficient statistics (a numpyro.factor over cumulative counts), since
 enumerating 111² switchpoint pairs against every year would hold 1.4 M terms per particle.
-pm.sample_smc runs the models as PyMC users write them (its defaults: 2000 draws, 4 chains,
-its own Metropolis moves for the discrete switchpoints); its estimate pools the chains.
+php.sample_hais and pm.sample_smc run the models as PyMC users write them: sample_hais moves
+the switchpoints by a Metropolis step on one integer coordinate after each HMC step on the
+rates (ph.mixed_kernel), 512 particles × 1000 temperatures; pm.sample_smc with its defaults
+(2000 draws, 4 chains, its own Metropolis moves); its estimate pools the chains.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from scipy import special
 
 import ppl_hais as ph
 from ppl_hais.adapters import numpyro as phn
+from ppl_hais.adapters import pymc as php
 
 YEARS = 111
 warnings.filterwarnings("ignore")
@@ -121,7 +125,7 @@ def main():
     args = p.parse_args()
     y = simulate()
     truth = {1: exact(y, 1), 2: exact(y, 2)}
-    rows, ours, smc = {}, {1: [], 2: []}, {1: [], 2: []}
+    rows, ours, smc, pyh = {}, {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
     for s in range(args.seeds):
         for changes, model in ((1, one_switch), (2, two_switch)):
             hais = phn.HAIS(model, num_particles=512, num_steps=1000, progress_bar=False)
@@ -133,6 +137,13 @@ def main():
                 idata = pm.sample_smc(random_seed=s, progressbar=False, chains=4, cores=1)
             est, _ = ph.compare.evidence_of(idata)
             smc[changes].append((est, time.perf_counter() - t))
+            t = time.perf_counter()
+            with pymc_model(y, changes):
+                idata = php.sample_hais(draws=512, num_steps=1000, random_seed=s,
+                                        progressbar=False)  # fmt: skip
+            est, se = ph.compare.evidence_of(idata)
+            warned = bool(np.any(np.asarray(idata["sample_stats"]["evidence_warning"])))
+            pyh[changes].append((est, se, warned, time.perf_counter() - t))
             print(s, changes, ours[changes][-1][0].log_evidence - truth[changes],
                   est - truth[changes], flush=True)  # fmt: skip
     for changes in (1, 2):
@@ -142,7 +153,10 @@ def main():
         t_ours = np.median([w for _, w in ours[changes][1:]] or [ours[changes][0][1]])
         e_smc = np.array([e - truth[changes] for e, _ in smc[changes]])
         t_smc = np.median([w for _, w in smc[changes][1:]] or [smc[changes][0][1]])
-        rows[changes] = (err, se, warned, t_ours, e_smc, t_smc)
+        p = np.array([r[:3] for r in pyh[changes]], dtype=float)
+        t_p = np.median([r[3] for r in pyh[changes][1:]] or [pyh[changes][0][3]])
+        pymc_row = (p[:, 0] - truth[changes], p[:, 1], int(p[:, 2].sum()), t_p)
+        rows[changes] = (err, se, warned, t_ours, e_smc, t_smc, pymc_row)
     right = probs = 0
     prob_list = []
     for s in range(args.seeds):
@@ -162,7 +176,7 @@ def write(args, y, truth, rows, right, probs):
         "",
         __doc__.split("\n\n", 2)[2].strip().split("\n\n")[0].replace("\n", " "),
         "",
-        "phn.HAIS: 512 particles × 1000 temperatures, defaults otherwise (`initial='auto'`). "
+        "phn.HAIS and php.sample_hais: 512 particles × 1000 temperatures, defaults otherwise. "
         "pm.sample_smc: 2000 draws × 4 chains, cores=1. *error*: estimate − exact, mean and "
         "SD over seeds; *time*: median of the calls after the first.",
         "",
@@ -171,12 +185,17 @@ def write(args, y, truth, rows, right, probs):
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for changes in (1, 2):
-        err, se, warned, t_ours, e_smc, t_smc = rows[changes]
+        err, se, warned, t_ours, e_smc, t_smc, (e_p, se_p, w_p, t_p) = rows[changes]
         name = f"{changes} switchpoint{'s' if changes > 1 else ''}"
         lines.append(
             f"| {name} | {truth[changes]:.3f} | phn.HAIS (enumerated) | {err.mean():+.4f} | "
             f"{err.std(ddof=1):.4f} | {np.median(se):.4f} | "
             f"{np.mean(np.abs(err) <= 2 * se):.0%} | {warned}/{len(err)} | {t_ours:.1f} |"
+        )
+        lines.append(
+            f"| {name} | {truth[changes]:.3f} | php.sample_hais (Metropolis on the switchpoints) "
+            f"| {e_p.mean():+.4f} | {e_p.std(ddof=1):.4f} | {np.median(se_p):.4f} | "
+            f"{np.mean(np.abs(e_p) <= 2 * se_p):.0%} | {w_p}/{len(e_p)} | {t_p:.1f} |"
         )
         lines.append(
             f"| {name} | {truth[changes]:.3f} | pm.sample_smc | {e_smc.mean():+.4f} | "

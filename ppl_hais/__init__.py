@@ -13,6 +13,7 @@ from .exchange import BoundedEnergy, RejectionBudgetError
 from .kernels import (
     TransitionKernel,
     hais_kernel,
+    mixed_kernel,
     random_walk_kernel,
     refresh_fraction,
     resampled_hmc_kernel,
@@ -63,6 +64,7 @@ __all__ = [
     "geometric_schedule",
     "hais",
     "hais_kernel",
+    "mixed_kernel",
     "laplace_gaussian",
     "linear_schedule",
     "make_schedule",

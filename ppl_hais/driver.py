@@ -38,7 +38,7 @@ import numpy as np
 
 from . import diagnostics
 from . import random as fast_random
-from .kernels import TransitionKernel, hais_kernel
+from .kernels import TransitionKernel, hais_kernel, mixed_kernel
 from .precision import float64, in_thread
 from .progress import close_bar, open_bar, run_interruptibly, tick
 from .result import AISResult, AnnealingError, AnnealingTrace
@@ -831,6 +831,7 @@ def hais(
     flips: str = "standard",
     lookahead: int = 1,
     schedule="adaptive",
+    discrete=None,
     **kwargs,
 ) -> AISResult:
     """Hamiltonian annealed importance sampling (seed 000 §2.3): the log normalizer of a target.
@@ -840,8 +841,10 @@ def hais(
     refreshed (``refresh`` = fraction of momentum power replaced per unit simulation time).
     ``flips="reduced"`` negates the momentum on rejection only as often as invariance needs
     (seed 001 ch. 6) and ``lookahead=K`` tries K trajectories first (LAHMC); both spend extra
-    gradients after rejections only (counted in ``settings``). Other keyword arguments go to
-    :func:`ais`.
+    gradients after rejections only (counted in ``settings``). ``discrete``: booleans, one per
+    coordinate, True where the coordinate is an integer: those are moved by a Metropolis step
+    after each HMC step instead (:func:`~ppl_hais.kernels.mixed_kernel`); the initial
+    distribution must draw integers there. Other keyword arguments go to :func:`ais`.
 
     Examples
     --------
@@ -854,10 +857,13 @@ def hais(
     >>> bool(abs(res.log_z - 2 * np.log(3 * np.sqrt(2 * np.pi))) < 5 * res.log_z_se + 0.05)
     True
     """
+    kernel = hais_kernel(float(refresh), int(num_leapfrog), int(lookahead), str(flips))
+    if discrete is not None and np.any(discrete):
+        kernel = mixed_kernel(tuple(bool(d) for d in np.ravel(discrete)), kernel)
     return ais(
         rng_key,
         target,
-        hais_kernel(float(refresh), int(num_leapfrog), int(lookahead), str(flips)),
+        kernel,
         num_particles=num_particles,
         num_steps=num_steps,
         schedule=schedule,

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import diagnostics
 from .driver import hais, survey
-from .kernels import hais_kernel
+from .kernels import hais_kernel, mixed_kernel
 from .laplace import laplace_gaussian
 from .precision import float64
 from .random import check_key
@@ -52,6 +52,14 @@ class ModelDensity(Protocol):
 
     @property
     def prior(self) -> Any: ...  # sample(key, n) -> (n, dim), log_density(z); None if improper
+
+    # optional: ``discrete``, booleans per coordinate (True: integer-valued, moved by a
+    # Metropolis step, kernels.mixed_kernel), or None
+
+
+def _discrete(model):
+    mask = getattr(model, "discrete", None)
+    return None if mask is None or not any(mask) else tuple(bool(x) for x in mask)
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,7 +190,12 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
                 )
             else:
                 candidates["prior"] = prior_target(model)
-        if initial in ("auto", "laplace"):
+        if initial == "laplace" and _discrete(model):
+            raise ValueError(
+                "initial='laplace' needs continuous coordinates; this model has discrete ones "
+                f"({getattr(model, 'discrete_names', '')}): use initial='prior' (or 'auto')"
+            )
+        if initial in ("auto", "laplace") and not _discrete(model):
             try:
                 candidates["laplace"] = laplace_target(model)
             except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
@@ -195,9 +208,17 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
                 "unconstrained coordinates."
             )
     else:
+        if _discrete(model):
+            raise ValueError(
+                "a model with discrete variables anneals from its prior (initial='prior' or "
+                "'auto'): an initial distribution over the flat vector would not draw the "
+                "whole numbers the discrete coordinates need"
+            )
         candidates = {"user": _user_target(model, initial)}
     kernel_kwargs = {k: hais_kwargs.pop(k) for k in ("refresh",) if k in hais_kwargs}
     kernel = hais_kernel(float(kernel_kwargs.get("refresh", 0.5)), 1, 1, "standard")
+    if _discrete(model):
+        kernel = mixed_kernel(_discrete(model), kernel)
     pilot_kwargs = {
         k: hais_kwargs[k]
         for k in (
@@ -254,7 +275,8 @@ def evidence(
         key_probe, key_chains = jax.random.split(key_chains)
         budget = choose_num_steps(
             key_probe, target, pilot, target_se, num_particles=num_particles,
-            num_chains=num_chains, max_num_steps=max_num_steps, **hais_kwargs,
+            num_chains=num_chains, max_num_steps=max_num_steps, discrete=_discrete(model),
+            **hais_kwargs,
         )  # fmt: skip
         num_steps = budget["num_steps"]
     results = []
@@ -269,6 +291,7 @@ def evidence(
                     num_steps=num_steps,
                     pilot=pilot,
                     progress_bar=progress_bar,
+                    discrete=_discrete(model),
                     **hais_kwargs,
                 )
             )

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from . import random as fast_random
 from .integrators import kinetic_energy, leapfrog, reflect
@@ -33,6 +34,7 @@ __all__ = [
     "TransitionInfo",
     "TransitionKernel",
     "hais_kernel",
+    "mixed_kernel",
     "resampled_hmc_kernel",
     "random_walk_kernel",
     "refresh_fraction",
@@ -184,6 +186,68 @@ def hais_kernel(
     if not plain:
         name += f"_{flips}_flips" + (f"_lookahead{lookahead}" if lookahead > 1 else "")
     return TransitionKernel(name, init, step, num_leapfrog, 0.2)
+
+
+@lru_cache(maxsize=64)
+def mixed_kernel(
+    discrete: tuple, base: TransitionKernel | None = None, max_jump: int = 8
+) -> TransitionKernel:
+    """HMC-within-Metropolis for a state with integer-valued coordinates: each step moves the
+    continuous coordinates by ``base`` (default :func:`hais_kernel`) with the discrete ones
+    held fixed, then proposes a move of one discrete coordinate, chosen uniformly, by ±m
+    (m = 1 with probability ½, else uniform in 1..``max_jump``: symmetric, so the Metropolis
+    ratio is π_β's alone; a proposal outside the support has density 0 and is rejected).
+    Both moves leave π_β invariant, so annealing with it keeps Ẑ unbiased. One extra
+    gradient per step (the proposal's cached potential).
+
+    ``discrete``: a tuple of booleans, one per coordinate, True where the coordinate is an
+    integer (its initial values must be integers; moves keep them so). The continuous move
+    sees a zero step on the discrete coordinates, so it never changes them, and its
+    acceptance (the one the step-size tuning follows) is the continuous move's.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp, numpy as np, ppl_hais as ph
+    >>> kernel = ph.mixed_kernel((False, True))
+    >>> kernel.name
+    'hais+discrete'
+    """
+    mask = np.asarray(discrete, dtype=bool).ravel()
+    index = np.flatnonzero(mask)
+    if index.size == 0:
+        raise ValueError("mixed_kernel needs at least one discrete coordinate")
+    if int(max_jump) < 1:
+        raise ValueError(f"max_jump must be a positive integer, got {max_jump!r}")
+    base = hais_kernel() if base is None else base
+    continuous = ~mask
+    index_j = jnp.asarray(index)
+
+    def init(rng_key, position, target):
+        return base.init(rng_key, position, target)
+
+    def step(rng_key, state, target, beta, step_size, scale=1.0):
+        frozen = jnp.where(jnp.asarray(continuous), scale, 0.0)
+        state, info = base.step(rng_key, state, target, beta, step_size, frozen)
+        dtype = state.position.dtype
+        u = fast_random.uniform(rng_key, (5,), salt=11, dtype=dtype)
+        j = index_j[jnp.minimum((u[0] * index.size).astype(jnp.int32), index.size - 1)]
+        size = jnp.where(u[1] < 0.5, 1.0, 1.0 + jnp.floor(u[2] * max_jump))
+        delta = jnp.where(u[3] < 0.5, -size, size).astype(dtype)
+        proposal = state.position.at[j].add(delta)
+        new_potential = target.potential_and_grad(proposal)
+        log_accept = new_potential.log_density(beta) - state.potential.log_density(beta)
+        log_accept = jnp.where(jnp.isfinite(log_accept), jnp.minimum(log_accept, 0.0), -jnp.inf)
+        accepted = jnp.log(u[4]) < log_accept
+        pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
+        state = state._replace(
+            position=pick(proposal, state.position),
+            potential=jax.tree.map(pick, new_potential, state.potential),
+        )
+        return state, info._replace(num_gradients=info.num_gradients + 1)
+
+    return TransitionKernel(
+        f"{base.name}+discrete", init, step, base.gradients_per_step + 1, base.default_step_size
+    )
 
 
 def resampled_hmc_kernel(num_leapfrog: int = 1) -> TransitionKernel:
