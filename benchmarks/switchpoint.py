@@ -169,7 +169,8 @@ def main():
 
 def write(args, y, truth, rows, right, probs):
     lines = [
-        "# Switchpoints by evidence: NumPyro enumeration with HAIS beside pm.sample_smc",
+        "# Switchpoints by evidence: HAIS with NumPyro enumeration and with PyMC's discrete "
+        "variables, beside pm.sample_smc",
         "",
         f"`python benchmarks/switchpoint.py --seeds {args.seeds}` · {_machine.describe()} · "
         f"{time.strftime('%Y-%m-%d')}",
@@ -208,9 +209,9 @@ def write(args, y, truth, rows, right, probs):
         f"(median probability {probs:.3f}; `compare_evidence` gives no probability, NaN, when "
         "either estimate warned).",
         "",
-        "The warnings were k̂ ≥ 0.5 (one switchpoint) and k̂ ≥ 0.7 with SE = inf (two) on runs "
-        "that were right: the switchpoints' posterior is lumpy, and the check is conservative. "
-        "HAIS's cost here is the enumeration: each density evaluation holds 111 × 111 "
+        "phn.HAIS's warnings were k̂ ≥ 0.5 (one switchpoint) and k̂ ≥ 0.7 with SE = inf (two) on "
+        "runs that were right: the switchpoints' posterior is lumpy, and the check is "
+        "conservative. phn.HAIS's cost here is the enumeration: each density evaluation holds 111 × 111 "
         "(one switchpoint, written per year) or 111 × 111 (two, in sufficient statistics) "
         "terms per particle.",
     ]
