@@ -212,8 +212,8 @@ def write(args, y, truth, rows, right, probs):
         "phn.HAIS's warnings were k̂ ≥ 0.5 (one switchpoint) and k̂ ≥ 0.7 with SE = inf (two) on "
         "runs that were right: the switchpoints' posterior is lumpy, and the check is "
         "conservative. phn.HAIS's cost here is the enumeration: each density evaluation holds "
-        "111 × 111 (one switchpoint, written per year) or 111 × 111 (two, in sufficient statistics) "
-        "terms per particle.",
+        "111 × 111 (one switchpoint, written per year) or 111 × 111 (two, in sufficient "
+        "statistics) terms per particle.",
     ]
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
