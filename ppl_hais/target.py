@@ -100,14 +100,16 @@ class Gaussian:
             return self.mean[None, :] + eps @ self.scale_tril.T
         return self.mean[None, :] + eps * self.scale[None, :]
 
-    def log_density(self, z):
+    def _whiten(self, z):
+        """(L⁻¹(z − mean), log |det L|): the standardized point and the scale's log volume."""
         d = z - self.mean
         if self.scale_tril is not None:
-            w = self._inv_tril @ d
             log_det = jnp.sum(jnp.log(jnp.abs(jnp.diagonal(self.scale_tril))))
-        else:
-            w = d / self.scale
-            log_det = jnp.sum(jnp.log(self.scale))
+            return self._inv_tril @ d, log_det
+        return d / self.scale, jnp.sum(jnp.log(self.scale))
+
+    def log_density(self, z):
+        w, log_det = self._whiten(z)
         return -0.5 * jnp.sum(w * w) - log_det - 0.5 * self.dim * math.log(2 * math.pi)
 
 
@@ -142,13 +144,7 @@ class StudentT(Gaussian):
         return self.mean[None, :] + z * jnp.sqrt(self.df / chi2)
 
     def log_density(self, z):
-        d = z - self.mean
-        if self.scale_tril is not None:
-            w = self._inv_tril @ d
-            log_det = jnp.sum(jnp.log(jnp.abs(jnp.diagonal(self.scale_tril))))
-        else:
-            w = d / self.scale
-            log_det = jnp.sum(jnp.log(self.scale))
+        w, log_det = self._whiten(z)
         df, dim = self.df, self.dim
         gammaln = jax.scipy.special.gammaln
         return (
