@@ -62,6 +62,7 @@ MIN_PARTICLES_KHAT = 20  # fewer particles: k̂ is not estimated (NaN)
 GAP_FLOOR = 0.1  # nats: a bidirectional gap below this never warns
 LAG_WARN = 0.2  # Spearman ρ(log w, log f − log q) at or above this warns (and ≥ 4/√P)
 LAG_WITH_KHAT = (0.1, 0.3)  # ρ ≥ 0.1 (and 2.5/√P) together with k̂ ≥ 0.3 also warns
+DISCRETE_ACCEPT_WARN = 0.005  # mixed_kernel's integer moves taken in fewer steps: warns
 OUTSIDE_WARN = 0.1  # the lag check applies when this fraction of the final particles lies
 # outside the initial distribution's central 95% (twice the 5% of the initial draws)
 
@@ -211,6 +212,7 @@ def evidence_checks(
     disagreement: float | None = None,
     lag: float | None = None,
     outside: float | None = None,
+    discrete_acceptance: float | None = None,
     remedy: str | None = None,
 ) -> tuple[str, ...]:
     """The failed trust checks of an evidence estimate, each as one sentence with its remedy.
@@ -220,7 +222,9 @@ def evidence_checks(
     proposals, ``gap``/``gap_se`` (a reverse run's estimate minus the forward one, and its
     noise), ``disagreement`` (pooled chains' spread over their own SE; > 3 warns), ``lag``
     (:func:`lag_correlation`; warns at :func:`lag_threshold` when ``outside``, the
-    :func:`outside_fraction`, is at least 0.1 or unknown). ``remedy``:
+    :func:`outside_fraction`, is at least 0.1 or unknown), ``discrete_acceptance`` (the
+    fraction of steps whose integer-coordinate move was taken, :func:`~ppl_hais.mixed_kernel`;
+    below 0.5% warns). ``remedy``:
     what helps this estimator when the weights degenerate (default: the annealer's).
     """
     out = []
@@ -297,6 +301,15 @@ def evidence_checks(
             "too low by more than its SE. Remedy: an initial distribution at least as wide and "
             "heavy-tailed as the target (e.g. a Student-t), more temperatures or leapfrog steps "
             "per temperature (num_leapfrog); for a funnel, a non-centered parameterization."
+        )
+    if discrete_acceptance is not None and not discrete_acceptance >= DISCRETE_ACCEPT_WARN:
+        out.append(
+            f"discrete: the Metropolis moves of the integer coordinates were taken in "
+            f"{discrete_acceptance:.2%} of the steps (< {DISCRETE_ACCEPT_WARN:.1%}): those "
+            "coordinates hardly leave their initial draws, so the annealing cannot follow the "
+            "posterior in them and the estimate may miss most of its mass. Remedy: marginalize "
+            "the discrete variable out (a sum in the model, or NumPyro's enumeration), or "
+            "reparameterize it so that neighbouring values are both plausible."
         )
     if disagreement is not None and disagreement > 3.0:
         out.append(

@@ -154,7 +154,9 @@ def anneal(
         nonfinite = nonfinite + jnp.sum(~info.is_finite).astype(jnp.int32)
         # gradients per particle: a particle's own (mean) and what vmap executed (max)
         used = jnp.asarray(info.num_gradients, dtype)
-        grads = grads + jnp.stack([jnp.mean(used), jnp.max(used)])
+        # and, for mixed_kernel, the fraction of particles whose integer move was taken
+        taken = jnp.mean(jnp.asarray(info.discrete_accepted, dtype))
+        grads = grads + jnp.stack([jnp.mean(used), jnp.max(used), taken])
         if adapt_scale:
             scale_sum, beta_sum = scale_sum + log_scale, beta_sum + beta
         carry = (states, log_w, offset, nonfinite, grads, acc_sum + mean_acc,
@@ -187,7 +189,7 @@ def anneal(
         jnp.zeros(num_particles, dtype),
         jnp.zeros((), dtype),
         jnp.zeros((), jnp.int32),
-        jnp.zeros(2, dtype),
+        jnp.zeros(3, dtype),
     )
     carry, (summaries, log_steps) = jax.lax.scan(bin_, carry, head)
     if record:
@@ -343,7 +345,7 @@ def _merge(outs):
         acceptance=np.tensordot(share, np.stack([np.asarray(o["acceptance"]) for o in outs]), 1),
         ess=np.where(np.isfinite(merged_ess), merged_ess, 0.0),
         log_z=total - np.log(sizes.sum()),
-        gradients=np.array([share @ grads[:, 0], grads[:, 1].max()]),
+        gradients=np.array([share @ grads[:, 0], grads[:, 1].max(), share @ grads[:, 2]]),
     )
 
 
@@ -767,6 +769,8 @@ def ais(
         num_pilot_particles=num_pilot,
         num_devices=len(devices),
     )
+    if kernel.name.endswith("+discrete"):
+        settings["discrete_acceptance"] = float(out["gradients"][2]) / max(len(betas) - 1, 1)
     if reverse is not None:
         settings["num_reverse_particles"] = int(reverse["log_weights"].shape[0])
         settings["reverse_from"] = "exact draws" if bidirectional is False else "own particles"

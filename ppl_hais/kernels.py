@@ -58,6 +58,7 @@ class TransitionInfo(NamedTuple):
     is_accepted: Any
     is_finite: Any  # False when the proposal's density or gradient was NaN/±inf (then rejected)
     num_gradients: Any = 0  # gradient evaluations this step used (a particle's own work)
+    discrete_accepted: Any = 0.0  # 1 when mixed_kernel's move of an integer coordinate was taken
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,9 @@ def mixed_kernel(
             position=pick(proposal, state.position),
             potential=jax.tree.map(pick, new_potential, state.potential),
         )
-        return state, info._replace(num_gradients=info.num_gradients + 1)
+        return state, info._replace(
+            num_gradients=info.num_gradients + 1, discrete_accepted=accepted.astype(dtype)
+        )
 
     return TransitionKernel(
         f"{base.name}+discrete", init, step, base.gradients_per_step + 1, base.default_step_size

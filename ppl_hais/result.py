@@ -167,6 +167,7 @@ class AISResult:
             gap_se=gap_se,
             lag=lag,
             outside=outside,
+            discrete_acceptance=(settings or {}).get("discrete_acceptance"),
             remedy=(settings or {}).get("remedy"),
         )
         unreliable = not (khat < KHAT_UNRELIABLE) and not np.isnan(khat)

@@ -161,5 +161,29 @@ def test_mixed_kernel_anneals_a_state_with_an_integer_coordinate():
     assert abs(res.log_z - exact) < 4 * res.log_z_se + 0.02
     assert np.all(res.particles[:, 1] == np.round(res.particles[:, 1]))  # still integers
     assert res.settings["kernel"] == "hais+discrete"
+    assert res.settings["discrete_acceptance"] > 0.005 and not res.checks
     with pytest.raises(ValueError, match="at least one discrete"):
         ph.mixed_kernel((False, False))
+
+
+def test_integer_moves_that_never_accept_are_reported():
+    """An integer coordinate whose neighbours all have density 0 (only n = 0 is allowed): the
+    moves are never taken, and the result says so."""
+
+    class Prior:
+        dim = 2
+
+        def sample(self, key, num):
+            return jnp.stack([jax.random.normal(key, (num,)), jnp.zeros(num)], axis=1)
+
+        def log_density(self, z):
+            return (
+                -0.5 * z[0] ** 2 - 0.5 * jnp.log(2 * jnp.pi) + jnp.where(z[1] == 0, 0.0, -jnp.inf)
+            )
+
+    target = ph.AnnealingTarget(initial=Prior(), log_likelihood=lambda z: -0.5 * (z[0] - 1.0) ** 2)
+    with pytest.warns(ph.EvidenceWarning, match="discrete"):
+        res = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
+                      discrete=[False, True], progress_bar=False)  # fmt: skip
+    assert res.settings["discrete_acceptance"] == 0.0
+    assert any(c.startswith("discrete") for c in res.checks)

@@ -170,3 +170,14 @@ def test_huge_enumerated_support_is_refused_before_allocating():
 
     with pytest.raises(ValueError, match=r"'s'.*50000001"):
         phn.HAIS(model, progress_bar=False).run(jax.random.key(0), jnp.array([2.0]))
+
+
+def test_a_support_that_depends_on_a_latent_value_is_refused():
+    @config_enumerate
+    def model(y):
+        n = numpyro.sample("n", dist.Uniform(2.0, 6.0))
+        k = numpyro.sample("k", dist.Binomial(jnp.floor(n).astype(int), probs=0.5))
+        numpyro.sample("y", dist.Normal(k, 1.0), obs=y)
+
+    with pytest.raises(ValueError, match=r"\['k'\].*depends on a latent value"):
+        phn.HAIS(model, progress_bar=False).run(jax.random.key(0), jnp.array([2.0]))
