@@ -446,6 +446,12 @@ def sample_reduced_flip_hmc(
     model = pm.modelcontext(model)
     rng = np.random.default_rng(random_seed)
     target = PyMCTarget(model, needs_likelihood=False)
+    if target.discrete:
+        raise ValueError(
+            f"discrete free variable(s) {target.discrete_names}: HMC moves continuous "
+            "variables only. Use pm.sample (it assigns a Metropolis step to them), or "
+            "marginalize them out; php.sample_hais anneals them for the evidence."
+        )
     # start like pm.sample's "jitter+adapt_diag": the initial point plus U(-1, 1) jitter
     point = model.initial_point()
     start = target.ravel([np.asarray(point[n])[None] for n in target.names])[0]

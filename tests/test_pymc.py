@@ -182,12 +182,6 @@ def test_comparison_against_smc_table():
 
 
 def test_refusals():
-    with pm.Model() as discrete:
-        k = pm.Bernoulli("k", 0.5)
-        pm.Normal("y", k, 1.0, observed=0.3)
-    with pytest.raises(ValueError, match=r"discrete free variable\(s\) \['k'\]"):
-        evidence(discrete)
-
     with pm.Model() as flat:
         mu = pm.Flat("mu")
         pm.Normal("y", mu, 1.0, observed=np.array([0.1, 0.4]))

@@ -73,5 +73,5 @@ def test_positive_variable_and_flat_prior():
 def test_discrete_refused():
     with pm.Model():
         pm.Poisson("k", 3.0)
-        with pytest.raises(ValueError, match="discrete"):
+        with pytest.raises(ValueError, match=r"discrete free variable\(s\) \['k'\]"):
             php.sample_reduced_flip_hmc(draws=10, tune=10, progressbar=False)
