@@ -21,6 +21,7 @@ import numpy as np
 import ppl_hais as ph
 from ppl_hais import examples as ex
 from ppl_hais.driver import _compiled, _num_groups, _run
+from ppl_hais.structure import split
 
 ph.enable_x64()
 
@@ -49,14 +50,16 @@ def time_gradient(target, num_particles, num_steps):
 
 def time_hais(target, num_particles, num_steps, kernel):
     betas = jnp.asarray(ph.linear_schedule(num_steps))
-    fn = _compiled(target, kernel, num_particles, 100, None, False, False, False)
+    structure, arrays = split(target)
+    fn = _compiled(structure, kernel, num_particles, 100, None, False, False)
     ref_b, ref_l = jnp.array([0.0, 1.0]), jnp.full(2, np.log(0.2))
     pos = target.initial.sample(jax.random.key(2), num_particles)
-    jax.block_until_ready(fn(jax.random.key(0), betas, ref_b, ref_l, 0, pos, 0, None))
+    args = (betas, ref_b, ref_l, 0, pos, 0, None)
+    jax.block_until_ready(fn(arrays, jax.random.key(0), *args))
 
     def timed():
         t = time.perf_counter()
-        jax.block_until_ready(fn(jax.random.key(1), betas, ref_b, ref_l, 0, pos, 0, None))
+        jax.block_until_ready(fn(arrays, jax.random.key(1), *args))
         return (time.perf_counter() - t) / num_steps
 
     return timed
