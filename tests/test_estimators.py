@@ -3,7 +3,7 @@
 Tolerance: |log Ẑ − log Z| < 4 · (reported SE). If the SE were exact and the estimator
 Gaussian and unbiased, each check would fail with probability 6e-5; AIS's downward bias at
 finite N counts against us, so N is chosen where the bias is well below the SE (the slow
-seed sweep in test_coverage.py measures how often these bounds hold over seeds).
+seed sweep test_slow.py::test_coverage_over_seeds measures how often these bounds hold).
 """
 
 import jax

@@ -85,15 +85,15 @@ def test_transition_leaves_tempered_gaussian_invariant(key, kernel, step, scale)
     (1 − β) + β/s² and mean β m/s² / precision. 20000 particles; 5-sigma bounds. A vector
     ``scale`` (the diagonal preconditioner) must keep π_β and the momentum's N(0, I).
     """
-    scale = np.array([0.5, 1.0, 2.0])
+    widths = np.array([0.5, 1.0, 2.0])  # the target's (not the preconditioner ``scale``)
     shift = np.array([1.0, -0.5, 0.3])
     t = ph.AnnealingTarget(
-        log_density=lambda z: -0.5 * jnp.sum(((z - shift) / scale) ** 2),
+        log_density=lambda z: -0.5 * jnp.sum(((z - shift) / widths) ** 2),
         initial=ph.Gaussian(np.zeros(3)),
     )
     beta = 0.6
-    prec = (1 - beta) + beta / scale**2
-    mean = beta * shift / scale**2 / prec
+    prec = (1 - beta) + beta / widths**2
+    mean = beta * shift / widths**2 / prec
     sd = 1 / np.sqrt(prec)
     n = 20000
     k0, k1, k2 = jax.random.split(key, 3)
