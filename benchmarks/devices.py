@@ -26,7 +26,7 @@ CHILD = r"""
 import json, os, sys, time
 import jax, jax.numpy as jnp, numpy as np
 import ppl_hais as ph
-from ppl_hais.examples import product_of_experts
+from ppl_hais.validation import product_of_experts
 sharded = sys.argv[1] == "sharded"
 rng = np.random.default_rng(5)
 X = rng.normal(size=(50, 20)); y = X @ rng.normal(size=20) + rng.normal(size=50)

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import _machine  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
-from ppl_hais import examples  # noqa: E402
+from ppl_hais import validation as examples  # noqa: E402
 
 VARIANTS = [("standard", 1), ("reduced", 1), ("standard", 2), ("reduced", 2)]
 

@@ -97,12 +97,12 @@ def ess_summary(draws):
 def run_ours(key, logp, x0, warmup, draws, lookahead, flips, num_steps=1):
     r = ph.mcmc.sample(
         key, logp, x0, num_warmup=warmup, num_samples=draws, lookahead=lookahead,
-        flips=flips, num_steps=num_steps, progress_bar=False,
+        flips=flips, num_leapfrog=num_steps, progress_bar=False,
     )  # fmt: skip
     t0 = time.perf_counter()
     r = ph.mcmc.sample(
         key, logp, x0, num_warmup=warmup, num_samples=draws, lookahead=lookahead,
-        flips=flips, num_steps=num_steps, progress_bar=False,
+        flips=flips, num_leapfrog=num_steps, progress_bar=False,
     )  # fmt: skip
     wall = time.perf_counter() - t0
     grads = float(r.stats["executed_gradients"].sum())  # per chain, as executed under vmap
@@ -173,7 +173,7 @@ def part1(quick, lines):
     ):  # fmt: skip
         r = ph.mcmc.sample(
             jax.random.key(0), ring, x0, num_warmup=0, num_samples=steps, step_size=0.1,
-            flips=flips, lookahead=K, refresh=0.5, adapt_mass=False, progress_bar=False,
+            flips=flips, lookahead=K, refresh=0.5, adapt_mass_matrix=False, progress_bar=False,
         )  # fmt: skip
         ac = autocovariance(r.samples, 300)
         curves[label] = ac / ac[0]

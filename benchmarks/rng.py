@@ -1,4 +1,4 @@
-"""Cost of the momentum-refresh normals: jax.random.normal vs ppl_hais.random.normal.
+"""Cost of the momentum-refresh normals: jax.random.normal vs ppl_hais.mcmc.fast_random.normal.
 
     python benchmarks/rng.py [--out docs/rng.md]
 
@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppl_hais as ph
-from ppl_hais import examples as ex
-from ppl_hais import random as fr
+from ppl_hais import validation as ex
+from ppl_hais.mcmc import fast_random as fr
 
 ph.enable_x64()
 P, STEPS = 200, 3000
@@ -36,7 +36,7 @@ def scan_timer(body, carry):
 
 
 def xla_erfinv_normal(key, D):
-    """The previous ppl_hais.random.normal: the same bits through XLA's erf_inv."""
+    """The previous ppl_hais.mcmc.fast_random.normal: the same bits through XLA's erf_inv."""
     b = fr.bits(key, (D,))
     m = ((b >> 8) & jnp.uint32(0x7FFFFF)).astype(jnp.float32)
     x = (m + jnp.float32(0.5)) * jnp.float32(2.0**-23)
@@ -62,7 +62,7 @@ def timers_for(D):
             ),
             x,
         ),
-        "ppl_hais.random.normal (per-particle keys, hash + Giles' erfinv written out)": scan_timer(
+        "fast_random.normal (per-particle keys, hash + Giles' erfinv written out)": scan_timer(
             lambda c, k: (
                 c + jax.vmap(lambda kk: fr.normal(kk, (D,)))(fr.split_particles(k, P)),
                 None,

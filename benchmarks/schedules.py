@@ -24,8 +24,8 @@ import numpy as np
 from scipy.stats import multivariate_normal
 
 import ppl_hais as ph
-from ppl_hais import driver
-from ppl_hais.kernels import hais_kernel
+from ppl_hais.annealing import pilot as driver
+from ppl_hais.annealing.kernels import hais_kernel
 
 ph.enable_x64()
 DIM, N = 20, 50

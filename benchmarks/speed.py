@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppl_hais as ph
-from ppl_hais import examples as ex
-from ppl_hais.driver import _compiled, _num_groups, _run
+from ppl_hais import validation as ex
+from ppl_hais.annealing.execution import compiled, num_groups, run
 from ppl_hais.structure import split
 
 ph.enable_x64()
@@ -51,7 +51,7 @@ def time_gradient(target, num_particles, num_steps):
 def time_hais(target, num_particles, num_steps, kernel):
     betas = jnp.asarray(ph.linear_schedule(num_steps))
     structure, arrays = split(target)
-    fn = _compiled(structure, kernel, num_particles, 100, None, False, False)
+    fn = compiled(structure, kernel, num_particles, 100, None, False, False)
     ref_b, ref_l = jnp.array([0.0, 1.0]), jnp.full(2, np.log(0.2))
     pos = target.initial.sample(jax.random.key(2), num_particles)
     args = (betas, ref_b, ref_l, 0, pos, 0, None)
@@ -70,11 +70,11 @@ def time_hais_groups(target, num_particles, num_steps, kernel):
     betas = ph.linear_schedule(num_steps)
     ref_b, ref_l = np.array([0.0, 1.0]), np.full(2, np.log(0.2))
     pos = target.initial.sample(jax.random.key(2), num_particles)
-    _run(jax.random.key(0), target, kernel, betas, ref_b, ref_l, pos, num_bins=100)
+    run(jax.random.key(0), target, kernel, betas, ref_b, ref_l, pos, num_bins=100)
 
     def timed():
         t = time.perf_counter()
-        _run(jax.random.key(1), target, kernel, betas, ref_b, ref_l, pos, num_bins=100)
+        run(jax.random.key(1), target, kernel, betas, ref_b, ref_l, pos, num_bins=100)
         return (time.perf_counter() - t) / num_steps
 
     return timed
@@ -158,7 +158,7 @@ def main():
         f"{args.steps} steps; the limit is one `vmap(value_and_grad)` of the same 36-D density on "
         "the same batch in the same kind of scan. The step columns are one compiled scan of all "
         "particles; the last two are the HAIS main run as `ph.hais` runs it (on CPU: "
-        f"{_num_groups(200)} particle group(s) at 200 particles, two per core, dispatched from "
+        f"{num_groups(200)} particle group(s) at 200 particles, two per core, dispatched from "
         "threads) and its speed-up over one scan.",
         "",
         "| experts | particles | vmap(value_and_grad) | HAIS step | resampled-HMC step | "

@@ -26,7 +26,7 @@ from scipy import integrate, special, stats
 
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
-from ppl_hais.examples import product_of_experts
+from ppl_hais.validation import product_of_experts
 
 
 class Model:

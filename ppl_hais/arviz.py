@@ -3,6 +3,18 @@
 Each group is an ``xarray.Dataset`` built here with public xarray API; the groups are then
 assembled into what the installed ArviZ uses: ``xarray.DataTree`` on ArviZ >= 1,
 ``arviz.InferenceData`` on ArviZ 0.x. Shared code reads either with ``obj["group"]["var"]``.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> target = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
+...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
+>>> result = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
+...                  progress_bar=False)
+>>> draws = {"z": target.initial.sample(jax.random.key(1), 64)[None]}  # (chain, draw, 2)
+>>> idata = ph.arviz.from_ais([result], draws)
+>>> sorted(ph.arviz.group_names(idata))[:2]
+['posterior', 'sample_stats']
 """
 
 from __future__ import annotations

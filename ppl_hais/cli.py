@@ -1,4 +1,13 @@
-"""Command line: ``ppl-hais demo`` runs a validation case with a known answer."""
+"""Command line: ``ppl-hais demo`` runs a validation case with a known answer.
+
+Example
+-------
+>>> from ppl_hais.cli import main
+>>> main(["--help"])  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+SystemExit: 0
+"""
 
 from __future__ import annotations
 
@@ -15,7 +24,7 @@ def demo(args) -> int:
     import matplotlib.pyplot as plt
 
     import ppl_hais as ph
-    from ppl_hais import examples as ex
+    from ppl_hais import validation as ex
 
     ph.enable_x64()
     case = ex.product_of_experts(args.expert, dim=args.dim)

@@ -1,4 +1,5 @@
-"""Estimator maths and trust checks for evidence estimates, in one place for every entry point.
+"""Trust checks for evidence estimates, in one place for every entry point (the estimator maths
+they read lives in :mod:`ppl_hais.estimators`).
 
 An annealing run gives P log weights; log Ẑ = log mean exp(log w). Three things decide whether
 its number can be trusted, and each is checked here:
@@ -28,6 +29,16 @@ its number can be trusted, and each is checked here:
 
 Failed checks are kept with the result and raised as :class:`EvidenceWarning` through Python's
 ``warnings``, each naming the check, its figure and the remedy.
+
+Example
+-------
+>>> import numpy as np
+>>> from ppl_hais import diagnostics
+>>> rng = np.random.default_rng(0)
+>>> diagnostics.pareto_khat(rng.normal(size=1000)) < diagnostics.KHAT_WARN  # light tail
+True
+>>> diagnostics.evidence_checks(khat=0.9, ess=5.0, num_particles=100)[0].split(":")[0]
+'pareto_k'
 """
 
 from __future__ import annotations
@@ -38,7 +49,8 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.special import logsumexp
+
+from .estimators import importance_ess, log_mean_exp_se, pool
 
 __all__ = [
     "EvidenceWarning",
@@ -69,31 +81,6 @@ OUTSIDE_WARN = 0.1  # the lag check applies when this fraction of the final part
 
 class EvidenceWarning(UserWarning):
     """An evidence estimate whose diagnostics say it cannot be trusted as reported."""
-
-
-def log_mean_exp_se(log_weights):
-    """log(mean w) and its delta-method standard error from log weights.
-
-    With normalized weights W_i = w_i / Σw, Var(log Ẑ) ≈ Var(w) / (P · mean(w)²)
-    = (P · ΣW² − 1) / (P − 1). This is the Monte Carlo error of Ẑ when the weights have a
-    finite variance; it does not include the (downward, Jensen) bias of log Ẑ, and it cannot
-    exceed 1, so it must be read together with :func:`pareto_khat`.
-    """
-    lw = np.asarray(log_weights, dtype=float)
-    p = lw.size
-    lse = logsumexp(lw)
-    log_z = lse - np.log(p)
-    w = np.exp(lw - lse)
-    var = max(p * np.sum(w * w) - 1.0, 0.0) / max(p - 1, 1)
-    return float(log_z), float(np.sqrt(var))
-
-
-def importance_ess(log_weights) -> float:
-    """(Σw)² / Σw² of the weights; NaN when no weight is finite."""
-    lw = np.asarray(log_weights, dtype=float)
-    if not np.any(np.isfinite(lw)):
-        return float("nan")
-    return float(np.exp(2 * logsumexp(lw) - logsumexp(2 * lw)))
 
 
 def lag_correlation(log_weights, log_ratio) -> float:
@@ -177,27 +164,6 @@ def pareto_khat(log_weights) -> float:
         warnings.simplefilter("ignore")
         _, khat = _psis()(lw - finite.max())
     return float(np.asarray(khat))
-
-
-def pool(log_z, se):
-    """Pool independent runs of equal size: log of the mean of the Ẑ's, and its variance.
-
-    The variance is the larger of two estimates: the runs' own (delta method on each run's SE
-    from its weights) and the runs' spread, Var_c(Ẑ_c/Ẑ)/C. Runs that disagree by more than
-    their weights say (heavy-tailed weights, a mode one run missed) widen the error bar. An
-    infinite SE (a run whose k̂ says the variance does not exist) stays infinite.
-    """
-    log_z, se = np.atleast_1d(np.asarray(log_z, float)), np.atleast_1d(np.asarray(se, float))
-    c = log_z.size
-    est = float(logsumexp(log_z) - np.log(c))
-    rel = np.exp(log_z - est)  # Ẑ_c / Ẑ
-    with np.errstate(invalid="ignore"):
-        var = float(np.sum((rel * se) ** 2) / c**2)
-    if np.any(np.isinf(se)):
-        return est, float("inf")
-    if c > 1:
-        var = max(var, float(np.var(rel, ddof=1) / c))
-    return est, var
 
 
 def evidence_checks(

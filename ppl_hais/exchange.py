@@ -237,7 +237,7 @@ def hmc_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int, num_le
             "the approximate mode needs a Bernoulli envelope (Gibbs) or a Gaussian/uniform one "
             f"(HMC, step size from its scale); got {type(env).__name__}"
         )
-    kernel = mcmc.build_kernel(num_steps=num_leapfrog, lookahead=1, flips="standard")
+    kernel = mcmc.build_kernel(num_leapfrog=num_leapfrog, lookahead=1, flips="standard")
 
     def logp(x):
         return model.log_prob_unnormalized(x[None], theta)[0]

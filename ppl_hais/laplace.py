@@ -1,4 +1,14 @@
-"""A Gaussian fitted at the mode of a log density (Laplace), as an initial distribution."""
+"""A Gaussian fitted at the mode of a log density (Laplace), as an initial distribution.
+
+Example
+-------
+>>> import jax.numpy as jnp
+>>> from ppl_hais.laplace import laplace_gaussian
+>>> g = laplace_gaussian(lambda z: -0.5 * jnp.sum((z - 1.0) ** 2 / 4.0), jnp.zeros((1, 2)),
+...                      scale_inflation=1.0)
+>>> [round(float(m), 3) for m in g.mean]
+[1.0, 1.0]
+"""
 
 from __future__ import annotations
 

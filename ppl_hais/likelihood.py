@@ -1,4 +1,14 @@
-"""Log likelihood of data under analysis and generative models (seed 000 §2.4, §2.5)."""
+"""Log likelihood of data under analysis and generative models (seed 000 §2.4, §2.5).
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> est = ph.analysis_log_likelihood(jax.random.key(0), lambda x: -0.5 * jnp.sum(x**2),
+...                                  jnp.zeros((3, 2)), ph.Gaussian(jnp.zeros(2), 2.0),
+...                                  num_particles=64, num_steps=100, progress_bar=False)
+>>> bool(abs(est.mean + jnp.log(2 * jnp.pi)) < 5 * est.se + 0.05)  # N(0, I) at 0: −log 2π
+True
+"""
 
 from __future__ import annotations
 
@@ -10,9 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .annealing import hais
+from .annealing.kernels import hais_kernel
+from .annealing.pilot import PILOT_WARMUP, pilot_schedule
+from .annealing.scan import anneal
 from .diagnostics import log_mean_exp_se
-from .driver import _PILOT_WARMUP, anneal, hais, pilot_schedule
-from .kernels import hais_kernel
 from .precision import float64
 from .result import AnnealingError
 from .schedules import make_schedule
@@ -82,7 +94,7 @@ def generative_log_likelihood(
     p(a) (``prior``: a normalized initial distribution, e.g. :class:`Gaussian`) to
     p(a) p(x | a); the runs are batched with ``vmap``. With ``step_size="auto"`` each datum gets
     its own pilot run (vmapped too) whose step sizes and coordinate scales (the diagonal
-    mass matrix of :func:`~ppl_hais.driver.anneal`) are frozen before its main run.
+    mass matrix of :func:`~ppl_hais.annealing.scan.anneal`) are frozen before its main run.
 
     Parameters
     ----------
@@ -130,7 +142,7 @@ def generative_log_likelihood(
                 record=True,
                 adapt_scale=True,
             )
-            ref_log_step = pilot["log_steps"][_PILOT_WARMUP - 1 :]
+            ref_log_step = pilot["log_steps"][PILOT_WARMUP - 1 :]
             scale_ref = (pilot["scale_betas"], pilot["log_scale"])
         else:
             ref_log_step, scale_ref = jnp.full(2, log_step0), None

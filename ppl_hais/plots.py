@@ -2,6 +2,19 @@
 
 ``plot_trace`` and ``plot_weights`` take an :class:`AISResult` or the ArviZ output of any
 entry point (InferenceData or DataTree: one chain of its ``sample_stats``, ``chain=``).
+
+Example
+-------
+>>> import matplotlib
+>>> matplotlib.use("Agg")
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> target = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
+...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
+>>> result = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
+...                  progress_bar=False)
+>>> ax = ph.plots.plot_weights(result)
+>>> type(ax).__name__
+'Axes'
 """
 
 from __future__ import annotations

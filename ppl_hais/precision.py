@@ -6,6 +6,13 @@ process keeps its own setting (``jnp.arange(3).dtype`` is still int32 afterwards
 setting is per thread, so code that dispatches from worker threads passes it on
 (:func:`in_thread`). :func:`enable_x64` is the explicit, process-wide switch for users who
 want float64 everywhere (e.g. to build data in float64 before a call).
+
+Example
+-------
+>>> import jax.numpy as jnp
+>>> from ppl_hais.precision import float64
+>>> float64(lambda: jnp.ones(1).dtype)()
+dtype('float64')
 """
 
 from __future__ import annotations

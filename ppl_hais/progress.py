@@ -6,6 +6,12 @@ A compiled scan cannot be cancelled from outside, but its per-bin callback runs 
 thread stays in Python and receives Ctrl-C at once; it then sets a stop flag, each running
 scan raises :class:`Interrupted` from its next tick (the end of a bin), and the
 KeyboardInterrupt reaches the user with the process usable.
+
+Example
+-------
+>>> from ppl_hais.progress import close_bar, open_bar
+>>> run_id = open_bar(100, "demo")  # ticked from compiled code by tick(run_id, n)
+>>> close_bar(run_id)
 """
 
 from __future__ import annotations

@@ -1,4 +1,15 @@
-"""The result of an annealing run: the estimate, its error bar, the weighted particles."""
+"""The result of an annealing run: the estimate, its error bar, the weighted particles.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> target = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
+...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
+>>> result = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
+...                  progress_bar=False)
+>>> result.warning, result.resample(jax.random.key(1), 10).shape  # particle indices
+(False, (10,))
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,13 @@
-"""Annealing schedules: arrays 0 = β_0 < β_1 < … < β_N = 1 (N = ``num_steps``)."""
+"""Annealing schedules: arrays 0 = β_0 < β_1 < … < β_N = 1 (N = ``num_steps``).
+
+Example
+-------
+>>> import ppl_hais as ph
+>>> ph.linear_schedule(4)
+array([0.  , 0.25, 0.5 , 0.75, 1.  ])
+>>> float(ph.sigmoid_schedule(100)[0]), float(ph.sigmoid_schedule(100)[-1])
+(0.0, 1.0)
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The examples users copy must run: module docstrings and the README's code block."""
 
 import doctest
+import importlib
+import pkgutil
 import re
 from pathlib import Path
 
@@ -8,18 +10,38 @@ import numpy as np
 import pytest
 
 import ppl_hais as ph
-import ppl_hais.compare
-import ppl_hais.driver
-import ppl_hais.energy
-import ppl_hais.target
+
+ROOT = Path(ph.__file__).parent
 
 
-@pytest.mark.parametrize(
-    "module", [ppl_hais.target, ppl_hais.driver, ppl_hais.compare, ppl_hais.energy]
-)
-def test_docstring_examples(module):
-    failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert tried > 0 and failures == 0
+def _public_modules():
+    """Every module of the package whose name has no leading underscore, adapters included."""
+    names = ["ppl_hais"]
+    import ppl_hais.adapters
+
+    found = list(pkgutil.walk_packages([str(ROOT)], "ppl_hais."))
+    found += pkgutil.walk_packages(ppl_hais.adapters.__path__, "ppl_hais.adapters.")
+    names.append("ppl_hais.adapters")
+    for info in found:
+        if not any(part.startswith("_") for part in info.name.split(".")):
+            names.append(info.name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("name", _public_modules())
+def test_docstring_examples(name):
+    """Every public module carries a runnable example, and it runs."""
+    module = importlib.import_module(name)
+    failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert tried > 0, f"{name} has no example in its docstrings"
+    assert failures == 0
+
+
+def test_public_modules_cover_the_package():
+    names = _public_modules()
+    for name in ["ppl_hais.annealing.scan", "ppl_hais.mcmc.hmc", "ppl_hais.energy.ising",
+                 "ppl_hais.adapters.numpyro", "ppl_hais.adapters.pymc"]:
+        assert name in names
 
 
 def test_readme_example_runs():

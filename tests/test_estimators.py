@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ppl_hais as ph
-from ppl_hais import examples as ex
+from ppl_hais import validation as ex
 
 Z_TOL = 4.0
 
@@ -197,7 +197,7 @@ def test_mass_matrix_on_a_badly_scaled_target(key):
     """Coordinates whose posterior sds span 10⁻² … 10: the pilot's population scale matches
     them at β = 1, and the preconditioned run (the default) is right and far tighter than the
     same run with one step size for all coordinates."""
-    from ppl_hais import driver
+    from ppl_hais.annealing import pilot as pilots
 
     sd = np.geomspace(1e-2, 10.0, 8)
     mean = np.linspace(-1.0, 1.0, 8) * sd
@@ -212,7 +212,7 @@ def test_mass_matrix_on_a_badly_scaled_target(key):
     truth = np.sum(0.5 * np.log(post_var) + 0.5 * post_mean**2 / post_var - 0.5 * mean**2 / sd**2)
 
     pos = target.initial.sample(jax.random.key(5), 64)
-    pilot = driver.pilot_run(
+    pilot = pilots.pilot_run(
         key, target, ph.hais_kernel(), ph.sigmoid_schedule(1000), pos,
         initial_step_size=0.2, target_accept=0.9, adapt_scale=True,
     )  # fmt: skip
@@ -241,12 +241,12 @@ def test_particle_groups_give_the_same_weights(key, monkeypatch):
     """On CPU the main run is split into particle groups run from threads; particle i draws the
     same numbers either way, so the weights agree to rounding and the merged trace is the
     whole population's."""
-    from ppl_hais import driver
+    from ppl_hais.annealing import execution
 
     case = ex.correlated_gaussian(dim=3)
     runs = {}
     for groups in [1, 4]:
-        monkeypatch.setattr(driver, "_num_groups", lambda n, g=groups: g)
+        monkeypatch.setattr(execution, "num_groups", lambda n, g=groups: g)
         runs[groups] = ph.hais(
             key, case.target, num_particles=128, num_steps=300, step_size=0.3, progress_bar=False
         )

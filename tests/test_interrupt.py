@@ -10,7 +10,10 @@ def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
         """
         import os, signal, threading, time
         import jax, numpy as np, ppl_hais as ph
-        from ppl_hais.examples import product_of_experts
+        # a shell runs background jobs with SIGINT ignored, and children inherit that: restore
+        # Python's own handler, which is what a user's Ctrl-C meets
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from ppl_hais.validation import product_of_experts
         target = product_of_experts("laplace", 36).target
         kw = dict(num_particles=200, step_size=0.1, schedule="linear", progress_bar=False)
         steps = 400_000  # about a minute of annealing on 2 cores

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import ppl_hais as ph
-from ppl_hais.integrators import leapfrog, reflect
-from ppl_hais.kernels import hais_kernel, random_walk_kernel
+from ppl_hais.annealing.kernels import hais_kernel, random_walk_kernel
+from ppl_hais.mcmc import fast_random
+from ppl_hais.mcmc.integrators import leapfrog, reflect
 
 
 def _gauss_target(dim=3, scale=(0.5, 1.0, 2.0)):
@@ -106,7 +107,7 @@ def test_transition_leaves_tempered_gaussian_invariant(key, kernel, step, scale)
         )
     )
     for i in range(20):
-        ks = ph.random.split_particles(jax.random.fold_in(k2, i), n)
+        ks = fast_random.split_particles(jax.random.fold_in(k2, i), n)
         states, info = step_fn(ks, states)
     zf = np.asarray(states.position)
     assert 0.2 < float(np.mean(info.acceptance_rate)) <= 1.0

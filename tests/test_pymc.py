@@ -12,6 +12,7 @@ pm = pytest.importorskip("pymc")
 
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import pymc as php  # noqa: E402
+from ppl_hais.adapters.pymc.target import cached_target  # noqa: E402
 
 TOL = 4.0
 
@@ -217,13 +218,13 @@ def test_repeat_calls_reuse_compilation_and_follow_set_data():
         pm.Normal("y", mu * x, 1.0, observed=y)
     _, est, se = evidence(model)
     check(est, se, exact(x1))
-    target = php._cached_target(model)
+    target = cached_target(model)
     _, est, se = evidence(model, random_seed=2)  # same model and data: same compiled target
     check(est, se, exact(x1))
-    assert php._cached_target(model) is target
+    assert cached_target(model) is target
     with model:
         pm.set_data({"x": x2})
     _, est, se = evidence(model)  # new data: recompiled, the evidence follows it
-    assert php._cached_target(model) is not target
+    assert cached_target(model) is not target
     check(est, se, exact(x2))
     assert abs(exact(x2) - exact(x1)) > 10 * se

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from ppl_hais import random as fr
+from ppl_hais.mcmc import fast_random as fr
 
 
 def test_same_key_same_draws(key):

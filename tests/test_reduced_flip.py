@@ -12,11 +12,11 @@ import pytest
 from scipy import stats
 
 import ppl_hais as ph
-from ppl_hais import examples
-from ppl_hais import random as fast_random
-from ppl_hais.integrators import kinetic_energy, leapfrog
-from ppl_hais.kernels import hais_kernel
-from ppl_hais.lookahead import flip_probability, leap_probabilities, lookahead_transition
+from ppl_hais import validation as examples
+from ppl_hais.annealing.kernels import hais_kernel
+from ppl_hais.mcmc import fast_random as fast_random
+from ppl_hais.mcmc.integrators import kinetic_energy, leapfrog
+from ppl_hais.mcmc.lookahead import flip_probability, leap_probabilities, lookahead_transition
 from ppl_hais.target import Potential
 
 

@@ -16,7 +16,7 @@ import pytest
 from scipy.stats import multivariate_normal
 
 import ppl_hais as ph
-from ppl_hais import driver
+from ppl_hais.annealing import execution
 from ppl_hais.arviz import ARVIZ_1, group_names
 
 numpyro = pytest.importorskip("numpyro")
@@ -49,7 +49,7 @@ def _data(seed, n=30, d=3):
 
 def _compiled_count():
     """Compiled annealing scans so far (the driver's per-structure cache and jit's own)."""
-    info = driver._compiled.cache_info()
+    info = execution.compiled.cache_info()
     return info.misses, info.currsize
 
 

@@ -1,26 +1,12 @@
-"""HMC with reduced momentum flips (seed 001 ch. 6) and look-ahead (LAHMC), as an MCMC sampler.
-
-Generalized HMC in the style of Horowitz (1991): every transition first refreshes part of the
-momentum, ``v ← sqrt(1 − γ) v + sqrt(γ) M^{1/2} r`` with γ = 1 − (1 − refresh)^(nε), then makes
-one leap / flip / stay move (:func:`ppl_hais.lookahead.lookahead_transition`). The momentum
-persists, so a trajectory keeps its direction across transitions; every momentum flip sends it
-back the way it came, and reduced flips make those reversals rarer. The chain leaves p(x, v)
-invariant by global balance (there is no detailed balance to test).
-
-BlackJAX's layout: ``init(position, logdensity_fn, rng_key) -> ReducedFlipState`` and
-``build_kernel(...)`` returning ``kernel(rng_key, state, logdensity_fn, step_size, ...)``; the
-tunable numbers are call arguments. :func:`sample` runs warmup and sampling for many chains in
-one compiled ``lax.scan``.
+"""Warmup and sampling of many chains of reduced-flip HMC in one compiled ``lax.scan``.
 
 Example
 -------
 >>> import jax, jax.numpy as jnp, ppl_hais as ph
->>> logdensity = lambda x: -0.5 * jnp.sum(x**2)
->>> kernel = ph.mcmc.build_kernel(num_steps=1, flips="reduced")
->>> state = ph.mcmc.init(jnp.zeros(3), logdensity, jax.random.key(0))
->>> state, info = kernel(jax.random.key(1), state, logdensity, 0.3)
->>> state.position.shape
-(3,)
+>>> result = ph.mcmc.sample(jax.random.key(0), lambda x: -0.5 * jnp.sum(x**2), jnp.zeros((2, 3)),
+...                         num_warmup=100, num_samples=100, progress_bar=False)
+>>> result.samples.shape
+(2, 100, 3)
 """
 
 from __future__ import annotations
@@ -33,136 +19,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import random as fast_random
+from .._renamed import refuse_unknown, renamed
+from ..precision import float64
+from ..progress import close_bar, maybe_tick, open_bar
+from . import fast_random
 from .adaptation import adaptation_init, adaptation_schedule, adaptation_update
-from .lookahead import FLIPS, lookahead_transition
-from .precision import float64
-from .progress import close_bar, maybe_tick, open_bar
-from .target import Potential
+from .kernel import build_kernel, find_reasonable_step_size, init
+from .lookahead import FLIPS
 
-__all__ = [
-    "ReducedFlipInfo",
-    "ReducedFlipState",
-    "MCMCResult",
-    "build_kernel",
-    "init",
-    "sample",
-]
-
-
-class ReducedFlipState(NamedTuple):
-    position: Any
-    momentum: Any
-    logdensity: Any
-    logdensity_grad: Any
-
-
-class ReducedFlipInfo(NamedTuple):
-    acceptance_rate: Any  # min(1, p(Lζ)/p(ζ)) of the first trajectory (what warmup targets)
-    is_accepted: Any
-    is_flipped: Any
-    lookahead_depth: Any  # trajectory moved along (1..K), 0 if none
-    num_gradients: Any  # this chain's gradient evaluations in this transition
-    is_divergent: Any  # first proposal non-finite or with energy error beyond ~745
-
-
-def _potential_fn(logdensity_fn):
-    def potential(x):
-        logp, grad = jax.value_and_grad(logdensity_fn)(x)
-        return Potential(logp, 0.0, grad, 0.0)
-
-    return potential
-
-
-def _momentum(rng_key, shape, dtype, inverse_mass, salt):
-    r = fast_random.normal(rng_key, shape, salt=salt, dtype=dtype)
-    return r if inverse_mass is None else r / jnp.sqrt(inverse_mass)
-
-
-def init(position, logdensity_fn, rng_key, inverse_mass=None) -> ReducedFlipState:
-    """The state at ``position`` (a flat array) with a momentum drawn from N(0, M)."""
-    position = jnp.asarray(position, jnp.result_type(float))
-    logp, grad = jax.value_and_grad(logdensity_fn)(position)
-    momentum = _momentum(rng_key, position.shape, position.dtype, inverse_mass, salt=7)
-    return ReducedFlipState(position, momentum, logp, grad)
-
-
-def build_kernel(num_steps: int = 1, lookahead: int = 1, flips: str = "reduced"):
-    """The transition ``kernel(rng_key, state, logdensity_fn, step_size, refresh=0.5,
-    inverse_mass=None) -> (state, info)``.
-
-    Parameters
-    ----------
-    num_steps : int
-        Leapfrog steps n per trajectory (seed 001 §6.1.3 uses 1).
-    lookahead : int
-        K, the trajectories tried before a flip is considered (1: seed 001 ch. 6; >1: LAHMC).
-    flips : {"reduced", "standard"}
-        ``"reduced"``: flip with P_F = max(0, R(ζ) − R(Fζ)); ``"standard"``: flip on every
-        rejection (ordinary persistent-momentum HMC, for comparison).
-    """
-    if flips not in FLIPS:
-        raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
-    if int(num_steps) < 1 or int(lookahead) < 1:
-        raise ValueError("num_steps and lookahead must be at least 1")
-
-    def kernel(rng_key, state, logdensity_fn, step_size, refresh=0.5, inverse_mass=None):
-        position, momentum, logp, grad = state
-        dtype = position.dtype
-        # partial refresh: (1 − γ) per transition of simulated time n·ε
-        keep = jnp.power(1.0 - jnp.asarray(refresh, dtype), num_steps * step_size)
-        noise = _momentum(rng_key, momentum.shape, dtype, inverse_mass, salt=0)
-        momentum = jnp.sqrt(keep) * momentum + jnp.sqrt(1.0 - keep) * noise
-        u = fast_random.uniform(rng_key, (), salt=1, dtype=dtype)
-        (position, momentum, potential), info = lookahead_transition(
-            u,
-            position,
-            momentum,
-            Potential(logp, 0.0, grad, 0.0),
-            _potential_fn(logdensity_fn),
-            1.0,
-            step_size,
-            num_steps=int(num_steps),
-            lookahead=int(lookahead),
-            flips=flips,
-            inverse_mass=inverse_mass,
-        )
-        state = ReducedFlipState(position, momentum, potential.log_initial, potential.grad_initial)
-        return state, ReducedFlipInfo(
-            acceptance_rate=info.acceptance_rate,
-            is_accepted=info.is_accepted,
-            is_flipped=info.is_flipped,
-            lookahead_depth=info.depth,
-            num_gradients=info.num_gradients,
-            is_divergent=~info.is_finite | (info.acceptance_rate <= 0.0),
-        )
-
-    return kernel
-
-
-def find_reasonable_step_size(rng_key, state, logdensity_fn, inverse_mass, step_size=0.1):
-    """Double or halve ε until one leapfrog step's acceptance crosses ½ (Hoffman & Gelman)."""
-    kernel = build_kernel(1, 1, "standard")
-
-    def accept(eps):
-        fresh = state._replace(
-            momentum=_momentum(rng_key, state.position.shape, state.position.dtype, inverse_mass, 3)
-        )
-        _, info = kernel(rng_key, fresh, logdensity_fn, eps, 1.0, inverse_mass)
-        return info.acceptance_rate
-
-    eps0 = jnp.asarray(step_size, state.position.dtype)
-    direction = jnp.where(accept(eps0) > 0.5, 2.0, 0.5)
-
-    def cond(c):
-        eps, i = c
-        a = accept(eps)
-        return (i < 30) & jnp.where(direction > 1, a > 0.5, a <= 0.5)
-
-    eps, _ = jax.lax.while_loop(
-        lambda c: cond(c), lambda c: (c[0] * direction, c[1] + 1), (eps0, 0)
-    )
-    return eps
+__all__ = ["MCMCResult", "sample"]
 
 
 class MCMCResult(NamedTuple):
@@ -182,15 +47,15 @@ def _compiled(
     logdensity_fn,
     num_warmup,
     num_samples,
-    num_steps,
+    num_leapfrog,
     lookahead,
     flips,
-    adapt_mass,
+    adapt_mass_matrix,
     thinning,
     chain_method,
 ):
-    kernel = build_kernel(num_steps, lookahead, flips)
-    in_slow, ends = adaptation_schedule(num_warmup, adapt_mass)
+    kernel = build_kernel(num_leapfrog, lookahead, flips)
+    in_slow, ends = adaptation_schedule(num_warmup, adapt_mass_matrix)
 
     every = max(1, (num_warmup + num_samples) // 100)
 
@@ -269,16 +134,17 @@ def sample(
     *,
     num_warmup: int = 1000,
     num_samples: int = 1000,
-    step_size=None,
-    num_steps: int = 1,
+    step_size="auto",
+    num_leapfrog: int = 1,
     lookahead: int = 1,
     flips: str = "reduced",
     refresh: float = 0.5,
     target_accept: float = 0.9,
-    adapt_mass: bool = True,
+    adapt_mass_matrix: bool = True,
     thinning: int = 1,
     chain_method: str = "vectorized",
     progress_bar: bool = True,
+    **renamed_kwargs,
 ) -> MCMCResult:
     """Warmup and sampling for several chains in one compiled call.
 
@@ -290,10 +156,12 @@ def sample(
     initial_positions : array (chains, D)
     num_warmup, num_samples : int
         Warmup tunes the step size (dual averaging toward ``target_accept``) and, with
-        ``adapt_mass``, a diagonal mass matrix (Stan's windows); its draws are discarded.
-    step_size : float, optional
-        Initial step size (default: found by doubling/halving).
-    num_steps, lookahead, flips : see :func:`build_kernel`.
+        ``adapt_mass_matrix``, a diagonal mass matrix (Stan's windows); its draws are
+        discarded.
+    step_size : float or "auto"
+        Initial step size (``"auto"``, or None: found by doubling/halving).
+    num_leapfrog, lookahead, flips : see :func:`build_kernel`. (``num_steps=`` and
+        ``adapt_mass=`` are the old names, accepted for one release.)
     refresh : float
         Fraction of momentum power replaced per unit simulated time (seed 001: ½).
     thinning : int
@@ -309,6 +177,12 @@ def sample(
     MCMCResult
     """
 
+    num_leapfrog = renamed(renamed_kwargs, "num_steps", "num_leapfrog", num_leapfrog)
+    adapt_mass_matrix = renamed(
+        renamed_kwargs, "adapt_mass", "adapt_mass_matrix", adapt_mass_matrix
+    )
+    refuse_unknown(renamed_kwargs, "sample")
+    step_size = None if isinstance(step_size, str) and step_size == "auto" else step_size
     rng_key = fast_random.check_key(rng_key)
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
@@ -317,7 +191,7 @@ def sample(
     if not 0.0 < refresh <= 1.0:
         raise ValueError("refresh must be in (0, 1]")
     if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
-        raise ValueError(f"step_size must be a positive number or None, got {step_size!r}")
+        raise ValueError(f"step_size must be a positive number or 'auto', got {step_size!r}")
     x0 = jnp.asarray(initial_positions, jnp.result_type(float))
     if x0.ndim != 2 or x0.shape[0] == 0:
         raise ValueError(
@@ -330,10 +204,10 @@ def sample(
         logdensity_fn,
         int(num_warmup),
         int(num_samples),
-        int(num_steps),
+        int(num_leapfrog),
         int(lookahead),
         flips,
-        bool(adapt_mass),
+        bool(adapt_mass_matrix),
         int(thinning),
         chain_method,
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from numpyro.util import is_prng_key
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import identity, is_prng_key
 
 
 def split_init_key(rng_key):
@@ -33,3 +34,22 @@ def init_chains(init_one, sample_one, batched, keys, params):
     if batched:
         return jax.vmap(init_one)(keys, params), jax.vmap(sample_one, in_axes=(0, None, None))
     return init_one(keys, params), sample_one
+
+
+class ModelKernel(MCMCKernel):
+    """What our NumPyro kernels share: the model, NumPyro's postprocessing of unconstrained
+    values (set by ``init``) and the sample function ``init`` builds (vmapped over chains)."""
+
+    _model = None
+    _postprocess = None
+    _sample_fn = None
+
+    @property
+    def model(self):
+        return self._model
+
+    def postprocess_fn(self, model_args, model_kwargs):
+        return identity if self._postprocess is None else self._postprocess
+
+    def sample(self, state, model_args, model_kwargs):
+        return self._sample_fn(state, model_args, model_kwargs)

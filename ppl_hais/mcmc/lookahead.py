@@ -22,6 +22,15 @@ With C(ζ) = 1 − R(ζ) the flip test is r < C(Fζ) given r ≥ C(ζ), so the b
 C(Fζ) exceeds r. Everything runs in one ``lax.while_loop`` that integrates one more trajectory
 per iteration: unbatched it does only the work the outcome needs; under ``vmap`` every lane runs
 as many iterations as the slowest lane (the info's ``num_gradients`` counts a lane's own work).
+
+Example
+-------
+>>> import jax.numpy as jnp
+>>> from ppl_hais.mcmc.lookahead import flip_probability, leap_probabilities
+>>> [round(float(p), 4) for p in leap_probabilities(jnp.array([0.0, -1.0]))]  # min(1, e^-1)
+[0.3679]
+>>> round(float(flip_probability(jnp.array([0.0, -1.0]), jnp.array([0.0, -0.5]))), 4)
+0.2387
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from .integrators import kinetic_energy, leapfrog
 
 __all__ = [
     "FLIPS",
-    "LookaheadInfo",
+    "MoveInfo",
     "leap_probabilities",
     "lookahead_transition",
     "flip_probability",
@@ -45,7 +54,7 @@ FLIPS = ("reduced", "standard")
 _MAX_LOG_RATIO = 50.0  # caps p(ζ')/p(ζ) where it multiplies a probability (keeps 0·∞ out)
 
 
-class LookaheadInfo(NamedTuple):
+class MoveInfo(NamedTuple):
     acceptance_rate: Any  # P_leap = min(1, p(Lζ)/p(ζ)) of the first trajectory
     is_accepted: Any  # moved to some L^a ζ
     is_flipped: Any  # momentum negated
@@ -104,7 +113,7 @@ def lookahead_transition(
 
     ``potential`` is the cached :class:`~ppl_hais.target.Potential` at ``position``; the joint
     log density at β is ``potential.log_density(beta) − ½vᵀM⁻¹v``. Returns
-    ``((position, momentum, potential), LookaheadInfo)``.
+    ``((position, momentum, potential), MoveInfo)``.
     """
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
@@ -182,7 +191,7 @@ def lookahead_transition(
     pick = lambda a, b: jnp.where(c.accepted, a, b)  # noqa: E731
     position_out, momentum_out, potential_out = jax.tree.map(pick, c.head, start)
     momentum_out = jnp.where(c.flipped, -momentum, momentum_out)
-    info = LookaheadInfo(
+    info = MoveInfo(
         acceptance_rate=c.first_prob,
         is_accepted=c.accepted,
         is_flipped=c.flipped,

@@ -10,6 +10,13 @@ warmup) are not fooled by a window too short to explore them. After each window 
 is rescaled by max_i sqrt(M⁻¹_old / M⁻¹_new) (the leapfrog stability limit under the new
 metric) and the dual averaging restarts from it. Pure functions over a
 NamedTuple state, so the warmup runs inside one ``lax.scan`` or inside NumPyro's ``fori_collect``.
+
+Example
+-------
+>>> from ppl_hais.mcmc.adaptation import adaptation_schedule
+>>> in_slow, ends = adaptation_schedule(1000)
+>>> int(ends.sum())  # Stan's windows: 25, 50, 100, 200, 500 draws
+5
 """
 
 from __future__ import annotations

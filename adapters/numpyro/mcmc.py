@@ -2,7 +2,7 @@
 
 Only translation lives here: the model becomes a flat log density through NumPyro's own
 ``initialize_model``; the transition is :func:`ppl_hais.mcmc.build_kernel` and the warmup
-:mod:`ppl_hais.adaptation`.
+:mod:`ppl_hais.mcmc.adaptation`.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
-from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import init_to_uniform, initialize_model
-from numpyro.util import identity, is_prng_key
+from numpyro.util import is_prng_key
 
-from ppl_hais.adaptation import (
+from ppl_hais.mcmc import ReducedFlipState, build_kernel, find_reasonable_step_size
+from ppl_hais.mcmc import init as core_init
+from ppl_hais.mcmc.adaptation import (
     AdaptationState,
     adaptation_init,
     adaptation_schedule,
     adaptation_update,
 )
-from ppl_hais.adapters._numpyro_kernel import first_chain, init_chains, phase_mean, split_init_key
-from ppl_hais.mcmc import ReducedFlipState, build_kernel, find_reasonable_step_size
-from ppl_hais.mcmc import init as core_init
+
+from ._chains import ModelKernel, first_chain, init_chains, phase_mean, split_init_key
 
 __all__ = ["ReducedFlipHMC", "ReducedFlipHMCState"]
 
@@ -59,7 +59,7 @@ def _refuse_discrete(model_trace):
             )
 
 
-class ReducedFlipHMC(MCMCKernel):
+class ReducedFlipHMC(ModelKernel):
     """HMC with persistent momentum and reduced momentum flips (seed 001 ch. 6; LAHMC).
 
     Each transition partially refreshes the momentum, then leaps along one of up to
@@ -140,12 +140,6 @@ class ReducedFlipHMC(MCMCKernel):
         self._init_strategy = init_strategy
         self._find_step = bool(find_heuristic_step_size)
         self._kernel = build_kernel(self._num_steps, self._lookahead, flips)
-        self._postprocess = None
-        self._sample_fn = None
-
-    @property
-    def model(self):
-        return self._model
 
     @property
     def default_fields(self):
@@ -156,9 +150,6 @@ class ReducedFlipHMC(MCMCKernel):
             f"{int(state.num_steps)} grads of size {float(state.step_size):.2e}. "
             f"acc. prob={float(state.mean_accept_prob):.2f}"
         )
-
-    def postprocess_fn(self, model_args, model_kwargs):
-        return identity if self._postprocess is None else self._postprocess
 
     def _density(self, rng_key, init_params, model_args, model_kwargs):
         if self._model is not None:
@@ -241,6 +232,3 @@ class ReducedFlipHMC(MCMCKernel):
 
         state, self._sample_fn = init_chains(init_one, sample_one, batched, rng_key, init_params)
         return state
-
-    def sample(self, state, model_args, model_kwargs):
-        return self._sample_fn(state, model_args, model_kwargs)

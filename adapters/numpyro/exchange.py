@@ -15,12 +15,11 @@ from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.distributions import constraints
 from numpyro.infer.initialization import init_to_sample
-from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import initialize_model
-from numpyro.util import identity
 
-from ppl_hais.adapters._numpyro_kernel import first_chain, init_chains, phase_mean, split_init_key
 from ppl_hais.exchange import BoundedEnergy, adapt_log_scale, budget_message, exchange_step
+
+from ._chains import ModelKernel, first_chain, init_chains, phase_mean, split_init_key
 
 __all__ = ["BoundedEnergyDist", "Exchange", "ExchangeState"]
 
@@ -85,7 +84,7 @@ def _raise_if_exhausted(flag, per_draw, budget):
         )
 
 
-class Exchange(MCMCKernel):
+class Exchange(ModelKernel):
     """The exchange algorithm (Murray, Ghahramani & MacKay 2006) as a NumPyro ``MCMCKernel``.
 
     The model must have exactly one observed :class:`BoundedEnergyDist` site; every latent
@@ -133,12 +132,6 @@ class Exchange(MCMCKernel):
         self._budget = int(max_proposals)
         self._sweeps = int(approximate_sweeps)
         self._init_strategy = init_strategy
-        self._postprocess = None
-        self._sample_fn = None
-
-    @property
-    def model(self):
-        return self._model
 
     @property
     def default_fields(self):
@@ -153,9 +146,6 @@ class Exchange(MCMCKernel):
             f"acc. prob={float(state.mean_accept_prob):.2f}, "
             f"proposals/draw={float(state.proposals_per_draw):.3g}"
         )
-
-    def postprocess_fn(self, model_args, model_kwargs):
-        return identity if self._postprocess is None else self._postprocess
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         batched, rng_key, key_model = split_init_key(rng_key)
@@ -237,6 +227,3 @@ class Exchange(MCMCKernel):
 
         state, self._sample_fn = init_chains(init_one, sample_one, batched, rng_key, params)
         return state
-
-    def sample(self, state, model_args, model_kwargs):
-        return self._sample_fn(state, model_args, model_kwargs)

@@ -3,6 +3,19 @@
 One leapfrog step costs one ``potential_and_grad`` at the new position: the gradient at the
 start is carried in the state (seed 000's position-Verlet form needs one more evaluation).
 Shared by the HAIS kernel and the reduced-flip HMC kernel.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp
+>>> from ppl_hais.mcmc.integrators import leapfrog
+>>> from ppl_hais.target import Potential
+>>> def potential_fn(x):
+...     logp, grad = jax.value_and_grad(lambda y: -0.5 * jnp.sum(y**2))(x)
+...     return Potential(logp, 0.0, grad, 0.0)
+>>> x, v, pot = leapfrog(potential_fn, jnp.ones(1), jnp.zeros(1), potential_fn(jnp.ones(1)),
+...                      1.0, 0.1)
+>>> [round(float(x[0]), 5), round(float(v[0]), 5)]
+[0.995, -0.09975]
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import random as fast_random
-from .integrators import kinetic_energy, leapfrog, reflect
-from .lookahead import FLIPS, lookahead_transition
+from ..mcmc import fast_random, hmc
+from ..mcmc.integrators import reflect
+from ..mcmc.lookahead import FLIPS
 
 __all__ = [
     "HMCState",
@@ -37,7 +37,6 @@ __all__ = [
     "mixed_kernel",
     "resampled_hmc_kernel",
     "random_walk_kernel",
-    "refresh_fraction",
 ]
 
 
@@ -72,15 +71,6 @@ class TransitionKernel:
     default_step_size: float
 
 
-def refresh_fraction(power_per_unit_time, step_size):
-    """γ such that (1 − γ)^(1/ε) = 1 − power: the momentum power replaced per leapfrog step.
-
-    With the seed's "half the momentum power per unit simulation time", γ = 1 − 0.5^ε.
-    """
-    keep = 1.0 - power_per_unit_time
-    return 1.0 - jnp.where(keep > 0, jnp.power(jnp.maximum(keep, 1e-300), step_size), 0.0)
-
-
 def _metropolis(log_accept, key):
     """Accept with probability min(1, exp(log_accept)); NaN and ±inf ratios are rejected."""
     log_accept = jnp.where(jnp.isfinite(log_accept), jnp.minimum(log_accept, 0.0), -jnp.inf)
@@ -97,16 +87,25 @@ def hais_kernel(
 ) -> TransitionKernel:
     """The HAIS transition of seed 000 §2.3 with persistent, partially refreshed momentum.
 
-    One velocity-Verlet leapfrog step of size ε on π_β, Metropolis accept/reject on
+    ``num_leapfrog`` velocity-Verlet steps of size ε on π_β, Metropolis accept/reject on
     H = −log π_β(z) + ½|v|², momentum negated on rejection, then the partial refresh
-    ``v ← sqrt(1 − γ) v + sqrt(γ) r`` with γ = 1 − (1 − refresh)^ε (``refresh`` is the fraction
-    of momentum power replaced per unit simulation time; the seed's is ½). The momentum
-    carries over from one temperature to the next: that persistence is the method's point.
-    ``refresh=1`` resamples the momentum every step (the second baseline of seed 000 §5.2).
+    ``v ← sqrt(1 − γ) v + sqrt(γ) r`` with γ = 1 − (1 − refresh)^(nε) for n leapfrog steps
+    (``refresh`` is the fraction of momentum power replaced per unit simulation time; the
+    seed's is ½). The momentum carries over from one temperature to the next: that persistence
+    is the method's point. ``refresh=1`` resamples the momentum every step (the second
+    baseline of seed 000 §5.2). The transition is :mod:`ppl_hais.mcmc.hmc`'s, shared with the
+    MCMC sampler.
 
     ``flips="reduced"`` negates the momentum on rejection only with the probability of seed 001
     eq. 6.11, and ``lookahead=K > 1`` tries up to K trajectories before that (LAHMC); see
-    :mod:`ppl_hais.lookahead`. Both cost extra gradients only after a rejection.
+    :mod:`ppl_hais.mcmc.lookahead`. Both cost extra gradients only after a rejection.
+
+    Examples
+    --------
+    >>> import ppl_hais as ph
+    >>> kernel = ph.hais_kernel(refresh=0.5)
+    >>> kernel.name, kernel.gradients_per_step
+    ('hais', 1)
     """
     if not 0.0 < refresh <= 1.0:
         raise ValueError("refresh (momentum power replaced per unit time) must be in (0, 1]")
@@ -119,42 +118,14 @@ def hais_kernel(
         noise = fast_random.normal(rng_key, position.shape, salt=0, dtype=position.dtype)
         return HMCState(position, momentum, target.potential_and_grad(position), noise)
 
-    def metropolis_step(rng_key, state, target, beta, step_size, scale):
+    def step(rng_key, state, target, beta, step_size, scale=1.0):
         position, momentum, potential, noise = state
-        new_position, new_momentum, new_potential = leapfrog(
-            target.potential_and_grad,
+        u = fast_random.uniform(rng_key, (), salt=1, dtype=position.dtype)
+        (position, momentum, potential), info = hmc.move(
+            u,
             position,
             momentum,
             potential,
-            beta,
-            step_size * scale,
-            num_leapfrog,
-            target.box,
-        )
-        log_accept = (
-            new_potential.log_density(beta)
-            - kinetic_energy(new_momentum)
-            - potential.log_density(beta)
-            + kinetic_energy(momentum)
-        )
-        # a NaN/inf density or gradient at the proposal makes log_accept non-finite (the
-        # gradient enters the new momentum): such moves are rejected and counted
-        is_finite = jnp.isfinite(log_accept)
-        prob, accepted = _metropolis(log_accept, rng_key)
-        pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
-        position = pick(new_position, position)
-        momentum = pick(new_momentum, -momentum)  # negate on rejection
-        potential = jax.tree.map(pick, new_potential, potential)
-        info = TransitionInfo(prob, accepted, is_finite, num_leapfrog)
-        return HMCState(position, momentum, potential, noise), info
-
-    def lookahead_step(rng_key, state, target, beta, step_size, scale):
-        u = fast_random.uniform(rng_key, (), salt=1, dtype=state.position.dtype)
-        (position, momentum, potential), info = lookahead_transition(
-            u,
-            state.position,
-            state.momentum,
-            state.potential,
             target.potential_and_grad,
             beta,
             step_size * scale,
@@ -163,25 +134,18 @@ def hais_kernel(
             flips=flips,
             box=target.box,
         )
-        out = TransitionInfo(
-            info.acceptance_rate, info.is_accepted, info.is_finite, info.num_gradients
-        )
-        return HMCState(position, momentum, potential, state.noise), out
-
-    move = metropolis_step if plain else lookahead_step
-
-    def step(rng_key, state, target, beta, step_size, scale=1.0):
-        state, info = move(rng_key, state, target, beta, step_size, scale)
-        position, momentum, potential, noise = state
-        gamma = refresh_fraction(refresh, step_size)
-        momentum = jnp.sqrt(1.0 - gamma) * momentum + jnp.sqrt(gamma) * noise
+        keep = hmc.persistence(refresh, num_leapfrog * step_size)
+        momentum = hmc.partial_refresh(momentum, noise, keep)
         # The next refresh's draws, one step ahead: they are independent of the state either
         # way, and drawn here XLA computes them in a fusion of their own. Fused into this
         # momentum update (with the Metropolis selects) the inverse-CDF arithmetic made that
         # fusion look compute-bound to XLA:CPU, which split it into ~13 thread-pool tasks per
         # step: 1.8x slower per step on the 20-D regression (docs/architecture.md).
         noise = fast_random.normal(rng_key, momentum.shape, salt=0, dtype=momentum.dtype)
-        return HMCState(position, momentum, potential, noise), info
+        out = TransitionInfo(
+            info.acceptance_rate, info.is_accepted, info.is_finite, info.num_gradients
+        )
+        return HMCState(position, momentum, potential, noise), out
 
     name = "hais" if refresh < 1 else "resampled_hmc"
     if not plain:

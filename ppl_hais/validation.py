@@ -2,6 +2,13 @@
 
 Each builder returns a :class:`ValidationCase` (target, exact log Z, a description), drawn from
 a fixed ``seed`` so that tests, benchmarks and the demo all see the same model.
+
+Example
+-------
+>>> from ppl_hais import validation
+>>> case = validation.correlated_gaussian(dim=4)
+>>> case.target.dim, round(float(case.log_z), 3) == round(float(case.log_z), 3)
+(4, True)
 """
 
 from __future__ import annotations

@@ -1,0 +1,286 @@
+"""``HAIS``: the evidence of a NumPyro model, shaped like ``numpyro.infer.MCMC``.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+>>> from ppl_hais.adapters import numpyro as phn
+>>> def model(y=None):
+...     mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
+...     numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+>>> hais = phn.HAIS(model, num_particles=128, num_steps=300, progress_bar=False)
+>>> hais.run(jax.random.key(0), y=jnp.array([0.3, -0.5, 1.1]))
+>>> hais.get_samples()["mu"].shape
+(128,)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+from numpyro import handlers
+from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
+
+from ppl_hais.arviz import from_ais
+from ppl_hais.evidence import evidence
+from ppl_hais.mcmc.fast_random import check_key
+from ppl_hais.precision import float64
+
+from .target import NumPyroTarget, constrain_batch, guide_initial, refuse_foreign_model
+
+# ---------------------------------------------------------------------------------------------
+# the MCMC-shaped front end
+
+
+class HAIS:
+    """Log marginal likelihood of a NumPyro model by HAIS, shaped like ``numpyro.infer.MCMC``.
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model with continuous latent sites.
+    num_particles : int
+        Particles per chain (independent annealing runs).
+    num_steps : int
+        Number of temperatures N.
+    num_chains : int
+        Independent runs; their estimates are pooled and shown as ArviZ chains.
+    schedule : str or array
+        ``"adaptive"`` (default: equal thermodynamic length, from the spread of the log
+        likelihood measured on the pilot run), ``"sigmoid"`` (dense at both ends, as in Grosse
+        et al. 2015), ``"geometric"``, ``"linear"`` or an array of betas.
+    step_size : float or "auto"
+        ``"auto"`` tunes a step size per β on a discarded pilot run (estimate stays unbiased).
+    adapt_mass_matrix : bool
+        With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
+        (as NUTS's ``adapt_mass_matrix``, but following the annealing).
+    initial : "auto", "prior", "laplace", a ``ph.Gaussian``, or ``(guide, params)``
+        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
+        and from a Gaussian fitted at the posterior mode (Laplace) and keeps the one whose
+        weights degenerate less (:func:`ppl_hais.evidence.choose_initial`): with a vague
+        prior the Laplace start is orders of magnitude more accurate; with a hierarchical
+        model the prior usually wins. Any of them estimates p(data | model) with the model's
+        own prior: the initial only changes the path.
+    bidirectional : bool
+        Also anneal back from a quarter of the final particles and report the gap (a bias
+        diagnostic; :func:`bdmc` gives the bounds on simulated data).
+    target_se : float, optional
+        Choose the number of temperatures for this standard error of the log evidence
+        (a discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
+        ignored): easy models cost little, hard ones get up to 100,000 temperatures.
+    progress_bar : bool
+
+    The estimate comes with its trust checks (Pareto k̂, importance ESS, chains' agreement):
+    a failed check raises :class:`ppl_hais.EvidenceWarning` and shows in ``print_summary``.
+
+    Examples
+    --------
+    See the module docstring.
+    """
+
+    def __init__(
+        self,
+        model,
+        *,
+        num_particles=512,
+        num_steps=1000,
+        num_chains=1,
+        schedule="adaptive",
+        step_size="auto",
+        refresh=0.5,
+        initial="auto",
+        target_accept=None,
+        adapt_mass_matrix=True,
+        bidirectional=False,
+        target_se=None,
+        progress_bar=True,
+    ):
+        refuse_foreign_model(model)
+        for name, value in (
+            ("num_particles", num_particles), ("num_steps", num_steps), ("num_chains", num_chains),
+        ):  # fmt: skip
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.model = model
+        self.num_particles = int(num_particles)
+        self.num_steps = int(num_steps)
+        self.num_chains = int(num_chains)
+        self.schedule = schedule
+        self.step_size = step_size
+        self.refresh = refresh
+        self.initial = initial
+        self.target_accept = target_accept
+        self.adapt_mass_matrix = adapt_mass_matrix
+        self.bidirectional = bidirectional
+        self.target_se = target_se
+        self.progress_bar = progress_bar
+        self.evidence = None
+        self._samples = None
+
+    # -- running
+    def run(self, rng_key, *args, extra_fields=(), init_params=None, **kwargs):
+        """Anneal from the initial distribution to the posterior of ``model(*args, **kwargs)``.
+
+        Like ``MCMC.run``, ``extra_fields`` and ``init_params`` are not passed to the model:
+        ``init_params`` is refused (annealing starts from the initial distribution, see
+        ``initial=``) and so is ``extra_fields`` (every per-temperature diagnostic is already
+        in ``results[c].trace`` and ``to_arviz()``'s sample_stats). Runs in float64 (scoped:
+        the process's JAX setting is unchanged afterwards). A second run, or a new ``HAIS``,
+        on the same model and data shapes reuses the compiled code.
+        """
+        if extra_fields:
+            raise TypeError(
+                "HAIS.run takes no extra_fields (MCMC.run's): the per-temperature diagnostics "
+                "are in hais.results[c].trace and in to_arviz()'s sample_stats"
+            )
+        if init_params is not None:
+            raise TypeError(
+                "HAIS.run takes no init_params: annealing starts from the initial "
+                "distribution (HAIS(initial='prior' | 'laplace' | ph.Gaussian | (guide, params)))"
+            )
+        refuse_foreign_model(self.model)
+        rng_key = check_key(rng_key)
+        with jax.enable_x64(True):
+            key_trace, key_run, self._key_draws = jax.random.split(rng_key, 3)
+            nt = NumPyroTarget(self.model, args, kwargs, key_trace)
+            initial = self.initial
+            if isinstance(initial, tuple) and len(initial) == 2:
+                initial = guide_initial(nt, *initial)
+            self.evidence = evidence(
+                key_run,
+                nt,
+                initial=initial,
+                num_chains=self.num_chains,
+                num_particles=self.num_particles,
+                num_steps=self.num_steps,
+                schedule=self.schedule,
+                step_size=self.step_size,
+                refresh=self.refresh,
+                target_accept=self.target_accept,
+                adapt_mass_matrix=self.adapt_mass_matrix,
+                bidirectional=self.bidirectional,
+                target_se=self.target_se,
+                progress_bar=self.progress_bar,
+            )
+        self._nt = nt
+        self._samples = None
+
+    def _require(self):
+        if self.evidence is None:
+            raise RuntimeError("call .run(rng_key, *args, **kwargs) first")
+
+    # -- estimates
+    @property
+    def results(self):
+        """The chains' :class:`ppl_hais.AISResult` (None before ``run``)."""
+        return None if self.evidence is None else self.evidence.results
+
+    @property
+    def log_evidence(self) -> float:
+        """log p(data | model): the pooled estimate over chains."""
+        self._require()
+        return self.evidence.log_z
+
+    @property
+    def log_evidence_se(self) -> float:
+        """Its standard error (inf when the weights' variance does not exist)."""
+        self._require()
+        return self.evidence.log_z_se
+
+    @property
+    def warning(self) -> bool:
+        """True when a trust check failed (see ``evidence.checks``)."""
+        self._require()
+        return self.evidence.warning
+
+    # -- posterior
+    @float64
+    def _draws(self):
+        """Resampled particles per chain, constrained, deterministic sites included."""
+        if self._samples is None:
+            self._require()
+            idx = self.evidence.resample(self._key_draws)
+            zs = np.stack([r.particles[i] for r, i in zip(self.results, idx, strict=True)])
+            flat = jnp.asarray(zs.reshape(-1, zs.shape[-1]))
+            keys = jax.random.split(jax.random.fold_in(self._key_draws, 1), flat.shape[0])
+            values = constrain_batch(self._nt, flat, keys)
+            self._samples = jax.tree.map(
+                lambda v: np.asarray(v).reshape(zs.shape[:2] + np.shape(v)[1:]), values
+            )
+        return self._samples
+
+    def get_samples(self, group_by_chain=False):
+        """Posterior draws (particles resampled by weight), like ``MCMC.get_samples``."""
+        s = self._draws()
+        if group_by_chain:
+            return dict(s)
+        return {k: v.reshape((-1,) + v.shape[2:]) for k, v in s.items()}
+
+    def print_summary(self, prob=0.9):
+        """The evidence with its error bar and checks, per-chain diagnostics, and the posterior
+        summary. The posterior draws are particles resampled by weight: copies of a particle
+        sit next to each other, so ``n_eff`` stays near the importance ESS printed above."""
+        self._require()
+        ev = self.evidence
+        print(
+            f"log marginal likelihood = {self.log_evidence:.4f} ± {self.log_evidence_se:.4f}"
+            f"  ({self.num_chains} chain(s) × {self.num_particles} particles, "
+            f"{self.num_steps} temperatures, initial: {ev.initial})"
+        )
+        for c, r in enumerate(self.results):
+            print(
+                f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "
+                f"Pareto k {r.pareto_k:.2f}, lag {r.lag:.2f}, "
+                f"acceptance {np.mean(r.acceptance):.2f}, {r.wall_time:.1f} s"
+            )
+        for check in ev.checks:
+            print(f"  WARNING {check}")
+        numpyro.diagnostics.print_summary(
+            {k: v for k, v in self.get_samples(group_by_chain=True).items()},
+            prob=prob,
+            group_by_chain=True,
+        )
+
+    @float64
+    def to_arviz(self, pointwise_log_likelihood=True):
+        """ArviZ output (``xarray.DataTree`` on ArviZ >= 1, ``InferenceData`` on 0.x) with
+        posterior, sample_stats, log_likelihood and observed_data."""
+        self._require()
+        posterior = self.get_samples(group_by_chain=True)
+        log_lik = None
+        # with enumerated sites the pointwise likelihood would be conditional on the drawn
+        # discrete values, not the marginal one that LOO needs: left out
+        if pointwise_log_likelihood and not self._nt.enumerated:
+            latent = {k: jnp.asarray(v) for k, v in posterior.items() if k in self._nt.latent}
+            ll = _pointwise_log_likelihood(
+                self._nt.model, latent, *self._nt.args, batch_ndims=2, **self._nt.kwargs
+            )
+            log_lik = {k: np.asarray(v) for k, v in ll.items() if k in self._nt.observed}
+        obs = {}
+        tr = handlers.trace(
+            handlers.seed(
+                handlers.substitute(
+                    self._nt.model, data={k: v[0, 0] for k, v in posterior.items()}
+                ),
+                jax.random.key(0),
+            )
+        ).get_trace(*self._nt.args, **self._nt.kwargs)
+        for name in self._nt.observed:
+            obs[name] = np.asarray(tr[name]["value"])
+        return from_ais(
+            self.results,
+            posterior,
+            log_likelihood=log_lik,
+            observed_data=obs,
+            library="ppl_hais (numpyro)",
+            checks=self.evidence.checks,
+            initial=self.evidence.initial,
+        )
+
+    # -- the core's pieces, for users who want them
+    @property
+    def target(self):
+        """The core ``AnnealingTarget`` the last run annealed."""
+        self._require()
+        return self.evidence.target

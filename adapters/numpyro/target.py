@@ -1,0 +1,320 @@
+"""``NumPyroTarget``: a NumPyro model as flat log prior and log likelihood over unconstrained z
+(the pytree the annealer compiles once per structure), its prior as an initial distribution,
+and ``bdmc`` / ``guide_initial``.
+
+Example
+-------
+>>> import jax.numpy as jnp, numpyro, numpyro.distributions as dist
+>>> from ppl_hais.adapters import numpyro as phn
+>>> def model(y=None):
+...     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+...     numpyro.sample("y", dist.Normal(0.0, sigma), obs=y)
+>>> nt = phn.NumPyroTarget(model, model_kwargs={"y": jnp.array(0.5)})
+>>> nt.latent, nt.observed, nt.dim
+(['sigma'], ['y'], 1)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from jax.flatten_util import ravel_pytree
+from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
+from numpyro.infer.util import (
+    compute_log_probs,
+    constrain_fn,
+    init_to_uniform,
+    potential_energy,
+)
+
+import ppl_hais as ph
+from ppl_hais.evidence import SplitDensity
+from ppl_hais.mcmc.fast_random import check_key
+from ppl_hais.precision import float64
+from ppl_hais.structure import compile_once, merge
+
+from .model import (
+    Structure,
+    check_sites,
+    plate_nesting,
+    structure_for,
+    unconstrained,
+    with_missing_data,
+)
+
+
+class NumPyroTarget(SplitDensity):
+    """A NumPyro model seen as flat log prior / log likelihood over unconstrained z.
+
+    ``log_prior(z)`` includes the log-Jacobians of the constraining transforms; the order of z is
+    ``jax.flatten_util.ravel_pytree`` of the dict of unconstrained latent values (sorted names).
+
+    A pytree: its leaves are the array arguments of the model (the data), everything else is
+    static, so the driver compiles once per model and data *shapes* (NumPyro's
+    ``jit_model_args``); a model that cannot run on traced data (Python control flow on data
+    values) falls back to compiling per data set.
+    """
+
+    def __init__(self, model, model_args=(), model_kwargs=None, rng_key=None):
+        args, kwargs = tuple(model_args), dict(model_kwargs or {})
+        key = jax.random.key(0) if rng_key is None else rng_key
+        seeded = handlers.seed(with_missing_data(model), key)
+        try:
+            tr = handlers.trace(seeded).get_trace(*args, **kwargs)
+        except NotImplementedError:
+            # ImproperUniform cannot be sampled: find the sites with NumPyro's own init strategy
+            tr = handlers.trace(
+                handlers.substitute(seeded, substitute_fn=init_to_uniform)
+            ).get_trace(*args, **kwargs)
+        sites = tuple(tuple(x) for x in check_sites(tr))
+        unconstrained = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in sites[0]}
+        flat, unravel = ravel_pytree(unconstrained)
+        shapes = tuple((n, tuple(jnp.shape(v))) for n, v in sorted(unconstrained.items()))
+        nesting = plate_nesting(tr, sites[4])
+        self._st, self._arrays = structure_for(
+            model, args, kwargs, sites, unravel, int(flat.size), shapes, nesting
+        )
+        if self._st.baked is None and self._arrays and not self._runs_traced(flat):
+            self._st = Structure(model, None, *sites, unravel, int(flat.size), nesting)
+            self._st.baked = (args, kwargs)
+            self._arrays = []
+        if self.enumerated and self._st.baked is not None and not self._runs_traced(flat):
+            raise ValueError(
+                f"the enumerated site(s) {self.enumerated} cannot be summed out with the "
+                "continuous sites as traced values: a discrete support that depends on a "
+                "latent value (e.g. DiscreteUniform(0, n) with n sampled) cannot be enumerated. "
+                "Give the discrete site a support fixed by the data."
+            )
+
+    def _runs_traced(self, z) -> bool:
+        """Whether the model's densities trace with the data as abstract values."""
+        try:
+            jax.eval_shape(lambda t, z: _log_parts(t, z), self, z)
+        except jax.errors.JAXTypeError:
+            return False
+        return True
+
+    # the data, and the structure's fields
+    @property
+    def model(self):
+        return self._st.model
+
+    @property
+    def args(self):
+        return self._data[0]
+
+    @property
+    def kwargs(self):
+        return self._data[1]
+
+    @property
+    def _data(self):
+        if self._st.baked is not None:
+            return self._st.baked
+        return merge(self._st.data_structure, self._arrays)
+
+    latent = property(lambda self: list(self._st.latent))
+    observed = property(lambda self: list(self._st.observed))
+    factors = property(lambda self: list(self._st.factors))
+    improper = property(lambda self: list(self._st.improper))
+    enumerated = property(lambda self: list(self._st.enumerated))
+    dim = property(lambda self: self._st.dim)
+    unravel = property(lambda self: self._st.unravel)
+
+    def log_parts(self, z):
+        """(log prior incl. Jacobians, log likelihood incl. factors) at flat unconstrained z."""
+        return _log_parts(self, z)
+
+    def sample_prior(self, rng_key, num):
+        """Exact prior draws, flattened in unconstrained space, (num, D)."""
+        if self.improper:
+            raise ValueError(
+                f"site(s) {self.improper} have an improper prior (ImproperUniform) that cannot "
+                "be sampled: pass an explicit initial distribution, e.g. "
+                "initial='laplace' or initial=ph.Gaussian(mean, scale) over the "
+                f"{self.dim} unconstrained coordinates."
+            )
+        args, kwargs = self._data
+
+        def one(key):
+            tr = handlers.trace(handlers.seed(self.model, key)).get_trace(*args, **kwargs)
+            vals = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in self.latent}
+            return ravel_pytree(vals)[0]
+
+        return jax.vmap(one)(jax.random.split(rng_key, num))
+
+    @property
+    def prior(self):
+        """The prior as an initial distribution (None when a prior is improper)."""
+        if self.improper:
+            return None
+        return _PriorInitial(self)
+
+    def constrain(self, z, rng_key=None):
+        """Constrained values of every latent and deterministic site at flat z (vmappable).
+
+        With enumerated discrete sites, those are drawn from their conditional posterior given
+        the continuous values (NumPyro's ``infer_discrete``, with ``rng_key``) and the
+        deterministic sites computed from them."""
+        args, kwargs = self._data
+        if not self.enumerated:
+            return constrain_fn(
+                self.model, args, kwargs, self.unravel(z), return_deterministic=True
+            )
+        from numpyro.contrib.funsor import config_enumerate, infer_discrete
+
+        key = jax.random.key(0) if rng_key is None else rng_key
+        seeded = handlers.seed(self.model, jax.random.fold_in(key, 1))
+        cont = constrain_fn(seeded, args, kwargs, self.unravel(z))
+        cont = {k: v for k, v in cont.items() if k in self._st.latent}
+        model = infer_discrete(
+            handlers.condition(config_enumerate(self.model), data=cont),
+            rng_key=key,
+            first_available_dim=self._st.first_available_dim,
+        )
+        tr = handlers.trace(model).get_trace(*args, **kwargs)
+        keep = set(self._st.latent) | set(self._st.enumerated)
+        return {
+            name: site["value"]
+            for name, site in tr.items()
+            if name in keep or site["type"] == "deterministic"
+        }
+
+
+def _log_parts(nt: NumPyroTarget, z):
+    args, kwargs = nt._data
+    if nt._st.enumerated:  # discrete sites summed out by NumPyro's enumeration (funsor)
+        params = nt.unravel(z)
+        joint = -potential_energy(nt._st.enum_model, args, kwargs, params, enum=True)
+        prior = -potential_energy(nt._st.enum_prior, args, kwargs, params, enum=True)
+        return prior, joint - prior
+    log_probs, _ = compute_log_probs(unconstrained(nt.model, nt.unravel(z)), args, kwargs, {})
+    names = nt._st.prior_names
+    prior = sum((v for k, v in log_probs.items() if k in names), start=0.0)
+    lik = sum((v for k, v in log_probs.items() if k not in names), start=0.0)
+    return prior, lik
+
+
+jax.tree_util.register_pytree_node(
+    NumPyroTarget,
+    lambda nt: (tuple(nt._arrays), nt._st),
+    lambda st, arrays: _rebuild(st, arrays),
+)
+
+
+def _rebuild(st, arrays):
+    nt = object.__new__(NumPyroTarget)
+    nt._st, nt._arrays = st, list(arrays)
+    return nt
+
+
+constrain_batch = compile_once(lambda nt, flat, keys: jax.vmap(nt.constrain)(flat, keys))
+
+
+def refuse_foreign_model(model):
+    """A clear error for what is not a NumPyro model function."""
+    kind = type(model).__module__.split(".")[0]
+    if kind == "pymc":
+        raise TypeError(
+            "phn.HAIS got a PyMC model: use ppl_hais.adapters.pymc.sample_hais inside "
+            "`with model:` (phn.HAIS takes a NumPyro model function)"
+        )
+    if not callable(model):
+        raise TypeError(f"phn.HAIS needs a NumPyro model function, got {type(model).__name__}")
+
+
+class _PriorInitial:
+    """The prior in unconstrained space as a (normalized, exactly sampled) initial distribution."""
+
+    def __init__(self, nt: NumPyroTarget):
+        self.nt = nt
+        self.dim = nt.dim
+
+    def sample(self, rng_key, num):
+        return self.nt.sample_prior(rng_key, num)
+
+    def log_density(self, z):
+        return self.nt.log_prior(z)
+
+
+jax.tree_util.register_pytree_node(
+    _PriorInitial, lambda q: ((q.nt,), None), lambda _, children: _PriorInitial(children[0])
+)
+
+
+@float64
+def bdmc(rng_key, model, *args, num_particles=512, num_steps=1000, **kwargs):
+    """Bidirectional Monte Carlo on data simulated from the model (Grosse et al. 2015).
+
+    Draws parameters from the prior and data from the model given them
+    (``handlers.uncondition``), then anneals prior → posterior of the simulated data forward
+    from the prior and in reverse from the parameters that generated it (an exact posterior
+    draw): ``result.log_z`` is a stochastic lower bound and ``result.log_z_upper`` a
+    stochastic upper bound on the log evidence of the simulated data, so their gap bounds
+    the bias of the annealer on data like the user's. ``args``/``kwargs`` are the model's
+    (the observed values in them are replaced by simulated ones, shapes kept). Returns an
+    :class:`~ppl_hais.AISResult` with ``settings["simulated"]`` holding the simulated data
+    and the true parameters.
+    """
+    rng_key = check_key(rng_key)
+    refuse_foreign_model(model)
+    k_sim, k_trace, k_run = jax.random.split(rng_key, 3)
+    observed_nt = NumPyroTarget(model, args, kwargs, k_trace)
+    if observed_nt.factors:
+        raise ValueError(
+            f"bdmc simulates data from the model, but numpyro.factor site(s) {observed_nt.factors} "
+            "have no generative process"
+        )
+    sim = handlers.trace(handlers.seed(handlers.uncondition(model), k_sim)).get_trace(
+        *args, **kwargs
+    )
+    data = {n: sim[n]["value"] for n in observed_nt.observed}
+    conditioned = handlers.condition(handlers.uncondition(model), data=data)
+    nt = NumPyroTarget(conditioned, args, kwargs, k_trace)
+    truth = {n: biject_to(sim[n]["fn"].support).inv(sim[n]["value"]) for n in nt.latent}
+    z_true = ravel_pytree(truth)[0]
+    target = ph.AnnealingTarget(
+        initial=nt.prior, log_likelihood=jax.tree_util.Partial(NumPyroTarget.log_likelihood, nt)
+    )
+    result = ph.bdmc(
+        k_run, target, np.asarray(z_true)[None, :], num_particles=num_particles,
+        num_steps=num_steps, progress_bar=False,
+    )  # fmt: skip
+    result.settings["simulated"] = {
+        "data": {k: np.asarray(v) for k, v in data.items()},
+        "parameters": {n: np.asarray(sim[n]["value"]) for n in nt.latent},
+    }
+    return result
+
+
+def guide_initial(nt: NumPyroTarget, guide, params):
+    """A Gaussian initial distribution from a fitted NumPyro autoguide (after SVI).
+
+    Supports ``AutoNormal`` (per-site loc/scale) and the ``AutoContinuous`` guides
+    ``AutoDiagonalNormal``/``AutoMultivariateNormal``/``AutoLowRankMultivariateNormal``
+    (their flattening order, trace order, is permuted to ours, sorted names).
+    """
+    from numpyro.infer import autoguide
+
+    if isinstance(guide, autoguide.AutoNormal):
+        locs = {n: params[f"{n}_{guide.prefix}_loc"] for n in nt.latent}
+        scales = {n: params[f"{n}_{guide.prefix}_scale"] for n in nt.latent}
+        return ph.Gaussian(np.asarray(ravel_pytree(locs)[0]), np.asarray(ravel_pytree(scales)[0]))
+    if isinstance(guide, autoguide.AutoContinuous):
+        post = guide.get_posterior(params)
+        index = guide._unpack_latent(jnp.arange(nt.dim, dtype=float))
+        perm = np.asarray(ravel_pytree({n: index[n] for n in nt.latent})[0]).astype(int)
+        loc = np.asarray(post.loc)[perm]
+        if isinstance(post, dist.MultivariateNormal | dist.LowRankMultivariateNormal):
+            cov = np.asarray(post.covariance_matrix)[np.ix_(perm, perm)]
+            return ph.Gaussian(loc, scale_tril=np.linalg.cholesky(cov))
+        return ph.Gaussian(loc, np.asarray(post.base_dist.scale)[perm])
+    raise TypeError(
+        f"unsupported guide {type(guide).__name__}: use AutoNormal or an "
+        "AutoContinuous guide, or pass initial=ph.Gaussian(...)"
+    )
+
+

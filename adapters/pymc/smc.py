@@ -1,0 +1,201 @@
+"""``sample_hais``: the evidence of a PyMC model, a drop-in for ``pm.sample_smc``.
+
+Example
+-------
+>>> import numpy as np, pymc as pm
+>>> from ppl_hais.adapters import pymc as php
+>>> with pm.Model():
+...     mu = pm.Normal("mu", 0.0, 2.0)
+...     y = pm.Normal("y", mu, 1.0, observed=np.array([0.3, -0.5, 1.1]))
+...     idata = php.sample_hais(draws=128, num_steps=300, chains=2, random_seed=0,
+...                             progressbar=False)
+>>> idata.posterior["mu"].shape
+(2, 128)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pymc as pm
+
+# PyMC module functions that `pm.` does not re-export (no public equivalent on PyMC 5.28 or 6.4):
+# the coords/dims/observed/constant helpers pm.sample uses for its own ArviZ output, the prior
+# initial-point expression pm.sample_smc draws its population with, the JAX graph of
+# pymc.sampling.jax. Same names and behaviour on both versions, pinned by tests/test_pymc.py
+# (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
+from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
+
+from ppl_hais.arviz import from_ais
+from ppl_hais.evidence import evidence
+from ppl_hais.precision import float64
+
+from .target import cached_target
+
+# pm.sample_smc's keywords that have no meaning here, and what to use instead
+_SMC_ONLY = {
+    "kernel": "HAIS moves particles by persistent-momentum HMC; tune it with step_size=/refresh=",
+    "start": "annealing starts from the initial distribution: use initial=",
+    "threshold": "the temperatures are set by schedule= (equal thermodynamic length by default)",
+    "correlation_threshold": "the number of temperatures is num_steps=",
+    "blas_cores": "sample_hais runs the model compiled to JAX, not PyTensor's C backend",
+    "backend": "sample_hais compiles the model to JAX itself",
+    "compile_kwargs": "sample_hais compiles the model to JAX itself",
+    "mp_ctx": "chains run in this process (vectorized over particles), not in subprocesses",
+    "progressbar_theme": "the progress bar is tqdm's",
+}
+
+
+def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwargs):
+    if model is not None and not isinstance(model, pm.Model):
+        hint = (
+            " (a NumPyro model function? use ppl_hais.adapters.numpyro.HAIS)"
+            if callable(model)
+            else ""
+        )
+        raise TypeError(f"model must be a pm.Model, got {type(model).__name__}{hint}")
+    for name in smc_kwargs:
+        reason = _SMC_ONLY.get(name, "it is not a keyword of sample_hais")
+        raise TypeError(f"sample_hais does not take {name}=: {reason}")
+    if not return_inferencedata:
+        raise ValueError(
+            "return_inferencedata=False (a MultiTrace) is not supported: sample_hais returns "
+            "ArviZ output (DataTree on ArviZ >= 1, InferenceData on 0.x)"
+        )
+    for name, value in (("draws", draws), ("chains", chains)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if cores is not None and (isinstance(cores, bool) or int(cores) != cores or cores < 1):
+        raise ValueError(f"cores must be a positive integer or None, got {cores!r}")
+
+
+@float64
+def sample_hais(
+    draws: int = 1000,
+    num_steps: int = 1000,
+    *,
+    chains: int | None = None,
+    cores: int | None = None,
+    random_seed=None,
+    model=None,
+    progressbar: bool = True,
+    compute_convergence_checks: bool = True,
+    return_inferencedata: bool = True,
+    idata_kwargs: dict | None = None,
+    schedule="adaptive",
+    step_size="auto",
+    refresh: float = 0.5,
+    initial="auto",
+    bidirectional: bool = False,
+    target_se: float | None = None,
+    **smc_kwargs,
+):
+    """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
+
+    Parameters
+    ----------
+    draws : int
+        Particles per chain (as in ``pm.sample_smc``); the posterior has ``draws`` resampled
+        draws per chain.
+    num_steps : int
+        Number of temperatures.
+    chains : int, optional
+        Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``);
+        default 1 (each chain is already ``draws`` independent annealing runs).
+    cores : int, optional
+        Accepted as ``pm.sample_smc`` accepts it; the chains run one after another in this
+        process, each vectorized over its particles and split over the CPU cores by the driver.
+    random_seed : int, optional
+    model : pm.Model, optional
+        Default: the model from the ``with`` context.
+    progressbar : bool
+    schedule, step_size, refresh
+        As in :func:`ppl_hais.hais`. The default schedule places the temperatures at equal
+        thermodynamic length and the step size follows a target acceptance, both measured on
+        a discarded pilot run before the main run (the estimate stays unbiased).
+    initial : "auto", "prior", "laplace" or ph.Gaussian
+        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
+        and from a Gaussian fitted at the posterior mode and keeps the one whose weights
+        degenerate less (:func:`ppl_hais.evidence.choose_initial`); ``"prior"`` needs proper
+        priors; or a given Gaussian over the transformed coordinates. The estimate is of
+        p(data | model) with the model's own prior whatever the start.
+    bidirectional : bool
+        Also anneal back from a quarter of the final particles and report the gap
+        (``log_marginal_likelihood_upper`` in sample_stats; a bias diagnostic).
+    target_se : float, optional
+        Choose the number of temperatures for this standard error of the log evidence (a
+        discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
+        ignored): easy models cost little, hard ones get up to 100,000 temperatures.
+    compute_convergence_checks : bool
+        Accepted as ``pm.sample_smc`` accepts it. The evidence's trust checks always run and
+        warn: they are what makes the error bar trustworthy.
+    return_inferencedata : bool
+        Must be True (ArviZ output only).
+    idata_kwargs : dict, optional
+        ``{"log_likelihood": True}`` adds the pointwise log likelihood (for ``az.loo``).
+
+    Other keywords of ``pm.sample_smc`` (``kernel``, ``start``, ``threshold``, ``backend``,
+    ``mp_ctx``, ...) are refused by name with what to use instead.
+
+    Returns
+    -------
+    arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ >= 1), as ``pm.sample_smc``
+        ``posterior`` (constrained variables and deterministics, model coords/dims),
+        ``sample_stats`` with ``log_marginal_likelihood`` and its standard error
+        ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
+        array per stage instead; ``inf`` when the weights' variance does not exist),
+        ``importance_ess``, ``pareto_k``, ``lag`` and ``evidence_warning`` per chain, the failed
+        checks in the group's ``evidence_checks`` attribute; ``observed_data``,
+        ``constant_data``. The posterior draws are particles resampled by weight, copies
+        side by side, so ``az.ess`` of them stays near the importance ESS.
+
+    A failed trust check (Pareto k̂, importance ESS, chains' agreement) raises
+    :class:`ppl_hais.EvidenceWarning` naming the check and the remedy.
+    """
+    _check_arguments(model, draws, 1 if chains is None else chains, cores, return_inferencedata,
+                     smc_kwargs)  # fmt: skip
+    chains = 1 if chains is None else int(chains)
+    model = pm.modelcontext(model)
+    seed = np.random.default_rng(random_seed).integers(2**31 - 1)
+    target = cached_target(model)
+    key_run, key_draws = jax.random.split(jax.random.key(int(seed)))
+    ev = evidence(
+        key_run,
+        target,
+        initial=initial,
+        num_chains=chains,
+        num_particles=draws,
+        num_steps=num_steps,
+        schedule=schedule,
+        step_size=step_size,
+        refresh=refresh,
+        bidirectional=bidirectional,
+        target_se=target_se,
+        progress_bar=progressbar,
+    )
+    results = ev.results
+    idx = ev.resample(key_draws)
+    zs = np.stack([r.particles[i] for r, i in zip(results, idx, strict=True)])
+    values = target.constrain_batch(jnp.asarray(zs.reshape(-1, target.dim)))
+    posterior = {
+        v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
+        for v, val in zip(target._outputs, values, strict=True)
+    }
+    coords, dims = coords_and_dims_for_inferencedata(model)
+    idata = from_ais(
+        results,
+        posterior,
+        observed_data=find_observations(model),
+        constant_data=find_constants(model),
+        coords=coords,
+        dims=dims,
+        library="ppl_hais (pymc)",
+        checks=ev.checks,
+        initial=ev.initial,
+    )
+    if (idata_kwargs or {}).get("log_likelihood", False):
+        pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    return idata
+
+

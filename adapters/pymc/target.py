@@ -1,0 +1,208 @@
+"""``PyMCTarget``: a PyMC model compiled to JAX as flat log prior and log likelihood over its
+unconstrained value variables, its prior as an initial distribution, and the per-model cache.
+
+Example
+-------
+>>> import pymc as pm
+>>> from ppl_hais.adapters.pymc import PyMCTarget
+>>> with pm.Model() as model:
+...     sigma = pm.HalfNormal("sigma", 1.0)
+...     y = pm.Normal("y", 0.0, sigma, observed=[0.5])
+>>> target = PyMCTarget(model)
+>>> target.dim, target.names
+(1, ['sigma_log__'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cached_property
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# PyMC module functions that `pm.` does not re-export (no public equivalent on PyMC 5.28 or 6.4):
+# the coords/dims/observed/constant helpers pm.sample uses for its own ArviZ output, the prior
+# initial-point expression pm.sample_smc draws its population with, the JAX graph of
+# pymc.sampling.jax. Same names and behaviour on both versions, pinned by tests/test_pymc.py
+# (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
+from pymc.backends.arviz import find_observations
+from pymc.initial_point import make_initial_point_expression
+from pymc.pytensorf import collect_default_updates, reseed_rngs
+from pymc.pytensorf import compile as compile_pytensor
+from pymc.sampling.jax import get_jaxified_graph
+from pymc.util import get_default_varnames
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph import graph_inputs
+
+from ppl_hais.evidence import SplitDensity
+
+
+class PyMCTarget(SplitDensity):
+    """A PyMC model as flat log prior / log likelihood over its transformed value variables."""
+
+    def __init__(self, model, needs_likelihood=True):
+        self.model = model
+        self._check(needs_likelihood)
+        point = model.initial_point()
+        self.value_vars = list(model.value_vars)
+        self.names = [v.name for v in self.value_vars]
+        self.shapes = [np.shape(point[n]) for n in self.names]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+        self.dim = int(sum(self.sizes))
+        self.dtypes = [np.dtype(v.dtype) for v in self.value_vars]
+        # integer variables (pm.DiscreteUniform, Bernoulli, Poisson, ...): stored as whole
+        # numbers in the flat float vector and moved by a Metropolis step (kernels.mixed_kernel)
+        mask = np.concatenate(
+            [np.full(size, np.issubdtype(dt, np.integer)) for size, dt in
+             zip(self.sizes, self.dtypes, strict=True)]
+        )  # fmt: skip
+        self.discrete = tuple(bool(x) for x in mask) if mask.any() else None
+        self.discrete_names = [
+            n
+            for n, dt in zip(self.names, self.dtypes, strict=True)
+            if np.issubdtype(dt, np.integer)
+        ]
+        self._logp = get_jaxified_graph(
+            inputs=self.value_vars, outputs=[model.varlogp, model.datalogp]
+        )
+        self._outputs = list(
+            get_default_varnames(model.unobserved_value_vars, include_transformed=False)
+        )
+        self._constrain = get_jaxified_graph(inputs=self.value_vars, outputs=self._outputs)
+
+    def _check(self, needs_likelihood=True):
+        m = self.model
+        improper = [
+            rv.name
+            for rv in m.free_RVs
+            if type(rv.owner.op).__name__ in ("FlatRV", "HalfFlatRV", "Flat", "HalfFlat")
+        ]
+        self.improper = improper
+        if needs_likelihood and not m.observed_RVs and not m.potentials:
+            raise ValueError(
+                "the model has neither observed variables nor Potentials: there is no "
+                "likelihood, so the evidence is 1. Add observed=... data."
+            )
+        if not m.free_RVs:
+            raise ValueError("the model has no free random variable to integrate over")
+        for name, data in find_observations(m).items():
+            bad = int(np.sum(~np.isfinite(np.asarray(data, dtype=float))))
+            if bad:
+                raise ValueError(f"observed variable '{name}' has {bad} NaN/inf value(s)")
+
+    # -- flat vectors
+    def unravel(self, z):
+        out, i = [], 0
+        for shape, size, dtype in zip(self.shapes, self.sizes, self.dtypes, strict=True):
+            part = jnp.reshape(z[i : i + size], shape)
+            if np.issubdtype(dtype, np.integer):
+                part = jnp.round(part).astype(dtype)
+            out.append(part)
+            i += size
+        return out
+
+    def ravel(self, values):
+        return np.concatenate([np.reshape(v, (np.shape(v)[0], -1)) for v in values], axis=1)
+
+    def log_parts(self, z):
+        prior, lik = self._logp(*self.unravel(z))
+        return prior, lik
+
+    def sample_prior(self, num, seed):
+        """Exact prior draws in the transformed space, as pm.sample_smc draws its population."""
+        if self.improper:
+            raise ValueError(
+                f"variable(s) {self.improper} have an improper prior (pm.Flat/pm.HalfFlat) that "
+                "cannot be sampled: pass initial='laplace' or initial=ph.Gaussian(mean, scale) "
+                f"over the {self.dim} transformed coordinates."
+            )
+        draw_one, rngs = self._prior_sampler
+        reseed_rngs(rngs, seed)
+        draws = [draw_one() for _ in range(num)]  # as pm.draw does, without compiling each call
+        # make_initial_point_expression follows free_RVs order = value_vars order
+        return self.ravel(
+            [
+                np.stack([np.asarray(d[i]) for d in draws]).reshape((num,) + shape)
+                for i, shape in enumerate(self.shapes)
+            ]
+        )
+
+    @cached_property
+    def _prior_sampler(self):
+        """One compiled PyTensor function for a prior draw in the transformed space, and its
+        random generators (reseeded per call): pm.draw would compile it on every call."""
+        expr = make_initial_point_expression(
+            free_rvs=self.model.free_RVs,
+            rvs_to_transforms=self.model.rvs_to_transforms,
+            initval_strategies={},
+            default_strategy="prior",
+            return_transformed=True,
+        )
+        rngs = list(collect_default_updates(inputs=[], outputs=expr))
+        return compile_pytensor(inputs=[], outputs=expr), rngs
+
+    def constrain(self, z):
+        return self._constrain(*self.unravel(z))
+
+    @cached_property
+    def constrain_batch(self):
+        """Constrained values (and deterministics) of a batch of flat vectors, compiled once."""
+        return jax.jit(jax.vmap(self.constrain))
+
+    @cached_property
+    def _host_prior(self):
+        return _HostPrior(self)
+
+    @property
+    def prior(self):
+        """The prior as an initial distribution (None when a prior is improper)."""
+        return None if self.improper else self._host_prior
+
+
+class _HostPrior:
+    """The prior as an initial distribution: exact draws by PyMC on the host, density in JAX."""
+
+    jittable = False  # pm.draw runs compiled PyTensor code, not JAX: the core calls it as is
+
+    def __init__(self, target: PyMCTarget):
+        self.target = target
+        self.dim = target.dim
+
+    def sample(self, rng_key, num):
+        seed = int(jax.random.randint(rng_key, (), 0, 2**31 - 1))
+        return jnp.asarray(self.target.sample_prior(num, seed))
+
+    def log_density(self, z):
+        return self.target.log_prior(z)
+
+
+def _fingerprint(model):
+    """What the compiled target depends on: the variables and the current values of every
+    shared variable in the model's graph, named (``pm.Data``) or not (``pytensor.shared``).
+    ``get_jaxified_graph`` bakes them in as constants, so a changed value must recompile."""
+    outputs = [model.varlogp, model.datalogp, *model.deterministics]
+    shared = []
+    for var in graph_inputs(outputs):
+        if isinstance(var, SharedVariable) and not isinstance(
+            var.get_value(borrow=True), np.random.Generator
+        ):
+            value = np.asarray(var.get_value(borrow=True))
+            digest = hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()
+            shared.append((var.name, str(value.dtype), value.shape, digest))
+    return tuple(model.named_vars), tuple(shared)
+
+
+def cached_target(model) -> PyMCTarget:
+    """One PyMCTarget per model (and data): a second call on the same model reuses the compiled
+    JAX graphs and the annealer's compiled scans instead of compiling them again."""
+    key = _fingerprint(model)
+    hit = getattr(model, "_ppl_hais_target", None)  # kept on the model: freed with it
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    target = PyMCTarget(model)
+    model._ppl_hais_target = (key, target)
+    return target
+
+

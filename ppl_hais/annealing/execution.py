@@ -1,0 +1,255 @@
+"""Running the scan: the compile cache, particle groups on CPU threads or sharded over devices,
+and the merge of their outputs.
+
+Example
+-------
+>>> from ppl_hais.annealing import execution
+>>> execution.num_groups(8) >= 1  # fewer than 32 particles a group: one batch
+True
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..precision import in_thread
+from ..progress import close_bar, open_bar, run_interruptibly
+from ..result import AnnealingError
+from ..structure import compile_once, merge, split
+from .scan import anneal
+
+
+@lru_cache(maxsize=32)
+def compiled(structure, kernel, num_particles, num_bins, adapt_target, record, adapt_scale):
+    """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
+    target's arrays (a model's data, a Gaussian's mean) are arguments, so a new target of the
+    same structure and shapes reuses the compiled code. The progress callback is always
+    compiled in (once per bin; run id 0 has no bar), so switching the bar does not recompile."""
+
+    def run(arrays, rng_key, betas, ref_betas, ref_log_step, run_id, positions, offset, scale_ref):
+        return anneal(
+            rng_key,
+            merge(structure, arrays),
+            kernel,
+            betas,
+            ref_betas,
+            ref_log_step,
+            num_particles=num_particles,
+            num_bins=num_bins,
+            adapt_target=adapt_target,
+            record=record,
+            progress=run_id,
+            positions=positions,
+            particle_offset=offset,
+            scale_ref=scale_ref,
+            adapt_scale=adapt_scale,
+        )
+
+    return jax.jit(run)
+
+
+def _sample_initial(target, key, *, num):
+    return target.initial.sample(key, num)
+
+
+_sample_initial_jit = compile_once(_sample_initial)
+
+
+def initial_sampler(target, num):
+    """Initial draws, compiled once per (target structure, num); an initial distribution with
+    ``jittable = False`` (e.g. one that samples through a PPL on the host) is called as is."""
+    if not getattr(target.initial, "jittable", True):
+        return lambda key: jnp.asarray(target.initial.sample(key, num))
+    return lambda key: _sample_initial_jit(target, key, num=int(num))
+
+
+def _check_initial_density(out, num_particles):
+    bad = int(out["initial_nonfinite"])
+    if bad:
+        raise AnnealingError(
+            f"{bad} of {num_particles} draws from the initial distribution have a non-finite "
+            "initial log density (NaN/inf): the initial distribution's log_density must be "
+            "finite wherever it samples (for a model's prior: check its parameters)."
+        )
+
+
+def num_groups(num_particles):
+    """How many particle groups the main run splits into: two per CPU core.
+
+    XLA runs one vmapped scan on about one core, and part of each step waits on small
+    thread-pool tasks (fusions XLA splits across threads, YNNPACK calls); independent groups
+    dispatched from threads fill those gaps. Two groups per core beat one per core by
+    1.1–1.4× (regressions and funnel, 256–512 particles, 2 cores; docs/groups.md). Groups
+    keep ≥ 32 particles and divide the population evenly; on an accelerator one batch is best.
+    The environment variable ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where
+    processes already share the cores, as under ``pytest -n``).
+    """
+    if jax.default_backend() != "cpu":
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    most = 2 * cores
+    cap = os.environ.get("PPL_HAIS_CPU_THREADS")
+    if cap:
+        most = min(most, max(1, int(cap)))
+    for groups in range(min(most, num_particles // 32), 1, -1):
+        if num_particles % groups == 0:
+            return groups
+    return 1
+
+
+def _merge(outs):
+    """One output dict from the outputs of particle groups (same betas, same step sizes)."""
+    if len(outs) == 1:
+        return outs[0]
+    sizes = np.array([o["log_weights"].shape[0] for o in outs], dtype=float)
+    share = sizes / sizes.sum()
+    # per-bin log Ẑ and ESS of the whole population from each group's: with a_g = log Σ w_g,
+    # Σw = Σ_g e^{a_g} and Σw² = Σ_g e^{2 a_g} / ESS_g
+    log_sum = np.stack([np.asarray(o["log_z"]) for o in outs]) + np.log(sizes)[:, None]
+    ess = np.stack([np.asarray(o["ess"]) for o in outs])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_sq = np.where(ess > 0, 2 * log_sum - np.log(ess), -np.inf)
+        total = np.logaddexp.reduce(log_sum, axis=0)
+        merged_ess = np.exp(2 * total - np.logaddexp.reduce(log_sq, axis=0))
+    grads = np.stack([np.asarray(o["gradients"]) for o in outs])
+    first = outs[0]
+    return dict(
+        first,
+        log_weights=np.concatenate([np.asarray(o["log_weights"]) for o in outs]),
+        particles=np.concatenate([np.asarray(o["particles"]) for o in outs]),
+        log_ratio=np.concatenate([np.asarray(o["log_ratio"]) for o in outs]),
+        log_initial=np.concatenate([np.asarray(o["log_initial"]) for o in outs]),
+        start_log_initial=np.concatenate([np.asarray(o["start_log_initial"]) for o in outs]),
+        initial_nonfinite=sum(int(o["initial_nonfinite"]) for o in outs),
+        num_nonfinite=sum(int(o["num_nonfinite"]) for o in outs),
+        acceptance=np.tensordot(share, np.stack([np.asarray(o["acceptance"]) for o in outs]), 1),
+        ess=np.where(np.isfinite(merged_ess), merged_ess, 0.0),
+        log_z=total - np.log(sizes.sum()),
+        gradients=np.array([share @ grads[:, 0], grads[:, 1].max(), share @ grads[:, 2]]),
+    )
+
+
+def run(
+    rng_key,
+    target,
+    kernel,
+    betas,
+    ref_betas,
+    ref_log_step,
+    positions,
+    *,
+    num_bins,
+    adapt_target=None,
+    record=False,
+    progress_bar=False,
+    desc="annealing",
+    scale_ref=None,
+    adapt_scale=False,
+    devices=None,
+):
+    """Run :func:`anneal` compiled. A main run (no adaptation, no recording) over several
+    ``devices`` has its particles sharded across them (one program, XLA's partitioner adds the
+    collectives); on one CPU device it is split into particle groups dispatched from threads.
+    Particle i draws the same random numbers either way, so neither split changes the result
+    beyond floating-point rounding."""
+    num_steps = len(betas) - 1
+    num_particles = positions.shape[0]
+    main = adapt_target is None and not record
+    if main and devices is not None and len(devices) > 1:
+        return _run_sharded(
+            rng_key, target, kernel, betas, ref_betas, ref_log_step, positions, num_bins=num_bins,
+            progress_bar=progress_bar, desc=desc, scale_ref=scale_ref, adapt_scale=adapt_scale,
+            devices=devices,
+        )  # fmt: skip
+    groups = num_groups(num_particles) if main else 1
+    size = num_particles // groups
+    structure, arrays = split(target)
+    fn = compiled(structure, kernel, size, num_bins, adapt_target, record, adapt_scale)
+    if scale_ref is not None:
+        scale_ref = tuple(jnp.asarray(a) for a in scale_ref)
+    run_id = open_bar(num_steps, desc) if progress_bar else 0
+    args = (rng_key, jnp.asarray(betas), jnp.asarray(ref_betas), jnp.asarray(ref_log_step))
+
+    def group(g):
+        # only the first group moves the progress bar (run id 0 has none)
+        chunk = positions[g * size : (g + 1) * size]
+        out = fn(arrays, *args, run_id if g == 0 else 0, chunk, g * size, scale_ref)
+        return jax.block_until_ready(out)
+
+    try:
+        outs = run_interruptibly(
+            [in_thread(lambda g=g: group(g)) for g in range(groups)]
+        )  # fmt: skip
+    finally:
+        if progress_bar:
+            close_bar(run_id)
+    out = _merge(outs)
+    _check_initial_density(out, num_particles)
+    return out
+
+
+def _run_sharded(
+    rng_key, target, kernel, betas, ref_betas, ref_log_step, positions, *, num_bins,
+    progress_bar, desc, scale_ref, adapt_scale, devices,
+):  # fmt: skip
+    """The main run with its particles sharded over ``devices`` (a 1-D mesh, axis
+    "particles"); everything else is replicated. The compiled scan is the same function as on
+    one device: jit partitions it by the input's sharding (the per-bin log-sum-exp and ESS
+    become cross-device reductions)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    num_particles = positions.shape[0]
+    if num_particles % len(devices):
+        raise ValueError(
+            f"{num_particles} particles do not split evenly over {len(devices)} devices: use a "
+            "multiple of the number of devices"
+        )
+    mesh = Mesh(np.asarray(devices), ("particles",))
+    sharded = NamedSharding(mesh, PartitionSpec("particles"))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    structure, arrays = split(target)
+    fn = compiled(structure, kernel, num_particles, num_bins, None, False, adapt_scale)
+    put = lambda x: jax.device_put(x, replicated)  # noqa: E731
+    if scale_ref is not None:
+        scale_ref = tuple(put(jnp.asarray(a)) for a in scale_ref)
+    run_id = open_bar(len(betas) - 1, desc) if progress_bar else 0
+
+    def call():
+        out = fn(
+            [put(a) for a in arrays], put(rng_key), put(jnp.asarray(betas)),
+            put(jnp.asarray(ref_betas)), put(jnp.asarray(ref_log_step)), run_id,
+            jax.device_put(jnp.asarray(positions), sharded), 0, scale_ref,
+        )  # fmt: skip
+        return jax.block_until_ready(out)
+
+    try:
+        (out,) = run_interruptibly([in_thread(call)])
+    finally:
+        if progress_bar:
+            close_bar(run_id)
+    out = {k: np.asarray(v) for k, v in out.items()}
+    _check_initial_density(out, num_particles)
+    return out
+
+
+def resolve_devices(devices):
+    """The devices a main run shards over: ``None`` → every local device of the default
+    backend, except on CPU, where one device with particle groups on threads was faster than
+    the cores as XLA host devices (docs/devices.md); a list of ``jax.Device`` as given."""
+    if devices is None:
+        local = jax.local_devices()
+        return local[:1] if local[0].platform == "cpu" else local
+    devices = list(devices)
+    if not devices or not all(isinstance(d, jax.Device) for d in devices):
+        raise TypeError("devices must be a non-empty list of jax.Device, e.g. jax.devices()[:2]")
+    return devices
+
+

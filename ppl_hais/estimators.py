@@ -1,0 +1,82 @@
+"""Estimator maths, one place for every entry point: log-mean-exp of importance weights, its
+standard error, the importance effective sample size, and pooling of independent runs.
+
+``log_mean_exp`` and ``ess`` are traceable (used inside the compiled scans); the rest take
+host arrays and return floats.
+
+Example
+-------
+>>> import numpy as np
+>>> from ppl_hais import estimators
+>>> log_z, se = estimators.log_mean_exp_se(np.zeros(100))
+>>> float(log_z), float(se), round(estimators.importance_ess(np.zeros(100)), 6)
+(0.0, 0.0, 100.0)
+>>> estimators.pool([0.0, 0.0], [0.1, 0.1])[0]
+0.0
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.special import logsumexp
+
+__all__ = ["ess", "importance_ess", "log_mean_exp", "log_mean_exp_se", "pool"]
+
+
+def log_mean_exp(log_w):
+    """log(mean exp(log_w)) over the leading axis, traceable."""
+    return jax.scipy.special.logsumexp(log_w, axis=0) - jnp.log(log_w.shape[0])
+
+
+def ess(log_w):
+    """(Σw)² / Σw² of the weights, traceable."""
+    lse = jax.scipy.special.logsumexp
+    return jnp.exp(2 * lse(log_w) - lse(2 * log_w))
+
+
+def log_mean_exp_se(log_weights):
+    """log(mean w) and its delta-method standard error from log weights.
+
+    With normalized weights W_i = w_i / Σw, Var(log Ẑ) ≈ Var(w) / (P · mean(w)²)
+    = (P · ΣW² − 1) / (P − 1). This is the Monte Carlo error of Ẑ when the weights have a
+    finite variance; it does not include the (downward, Jensen) bias of log Ẑ, and it cannot
+    exceed 1, so it must be read together with :func:`pareto_khat`.
+    """
+    lw = np.asarray(log_weights, dtype=float)
+    p = lw.size
+    lse = logsumexp(lw)
+    log_z = lse - np.log(p)
+    w = np.exp(lw - lse)
+    var = max(p * np.sum(w * w) - 1.0, 0.0) / max(p - 1, 1)
+    return float(log_z), float(np.sqrt(var))
+
+
+def importance_ess(log_weights) -> float:
+    """(Σw)² / Σw² of the weights; NaN when no weight is finite."""
+    lw = np.asarray(log_weights, dtype=float)
+    if not np.any(np.isfinite(lw)):
+        return float("nan")
+    return float(np.exp(2 * logsumexp(lw) - logsumexp(2 * lw)))
+
+
+def pool(log_z, se):
+    """Pool independent runs of equal size: log of the mean of the Ẑ's, and its variance.
+
+    The variance is the larger of two estimates: the runs' own (delta method on each run's SE
+    from its weights) and the runs' spread, Var_c(Ẑ_c/Ẑ)/C. Runs that disagree by more than
+    their weights say (heavy-tailed weights, a mode one run missed) widen the error bar. An
+    infinite SE (a run whose k̂ says the variance does not exist) stays infinite.
+    """
+    log_z, se = np.atleast_1d(np.asarray(log_z, float)), np.atleast_1d(np.asarray(se, float))
+    c = log_z.size
+    est = float(logsumexp(log_z) - np.log(c))
+    rel = np.exp(log_z - est)  # Ẑ_c / Ẑ
+    with np.errstate(invalid="ignore"):
+        var = float(np.sum((rel * se) ** 2) / c**2)
+    if np.any(np.isinf(se)):
+        return est, float("inf")
+    if c > 1:
+        var = max(var, float(np.var(rel, ddof=1) / c))
+    return est, var
