@@ -278,3 +278,40 @@ def test_bad_step_sizes_and_empty_chains_are_named():
         ph.mcmc.sample(jax.random.key(0), lambda x: -jnp.sum(x**2), jnp.zeros((0, 2)))
     with pytest.raises(ValueError, match="lookahead must be a positive integer"):
         phn.ReducedFlipHMC(model, lookahead=0)
+
+
+def test_old_argument_names_still_work_with_a_future_warning():
+    logdensity = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
+    kw = dict(num_warmup=20, num_samples=20, progress_bar=False)
+    new = ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), num_leapfrog=2,
+                         adapt_mass_matrix=False, **kw)
+    with pytest.warns(FutureWarning, match="num_leapfrog"):
+        old = ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), num_steps=2,
+                             adapt_mass_matrix=False, **kw)
+    np.testing.assert_array_equal(new.samples, old.samples)
+    with pytest.warns(FutureWarning, match="adapt_mass_matrix"):
+        ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), adapt_mass=False, **kw)
+    with pytest.warns(FutureWarning):
+        ph.mcmc.build_kernel(num_steps=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_stepz'"):
+        ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), num_stepz=2, **kw)
+
+
+def test_hais_and_mcmc_kernels_share_one_move():
+    """The MCMC kernel's move is the HAIS kernel's: from the same state, momentum and uniform
+    they land on the same point (the MCMC kernel refreshes first; with refresh = 0 it keeps
+    the momentum; the HAIS kernel refreshes after the move)."""
+    target = ph.AnnealingTarget(log_density=_ring, initial=ph.Gaussian(jnp.zeros(2)))
+    hais = hais_kernel(refresh=0.5, num_leapfrog=2, lookahead=2, flips="reduced")
+    mcmc_kernel = ph.mcmc.build_kernel(num_leapfrog=2, lookahead=2, flips="reduced")
+    state = hais.init(jax.random.key(0), jnp.array([1.0, 0.1]), target)
+    for i in range(20):
+        key = jax.random.key(i)
+        a, _ = hais.step(key, state, target, 1.0, 0.08)
+        m = ph.mcmc.ReducedFlipState(
+            state.position, state.momentum, state.potential.log_density(1.0),
+            state.potential.grad(1.0),
+        )
+        b, _ = mcmc_kernel(key, m, _ring, 0.08, 0.0)
+        np.testing.assert_allclose(a.position, b.position, rtol=1e-10, atol=1e-12)
+        state = a
