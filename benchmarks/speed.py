@@ -51,7 +51,10 @@ def time_gradient(target, num_particles, num_steps):
 def time_hais(target, num_particles, num_steps, kernel):
     betas = jnp.asarray(ph.linear_schedule(num_steps))
     structure, arrays = split(target)
-    fn = compiled(structure, kernel, num_particles, 100, None, False, False)
+    fn = compiled(
+        structure, kernel, num_particles=num_particles, num_bins=100, adapt_target=None,
+        record=False, adapt_scale=False,
+    )
     ref_b, ref_l = jnp.array([0.0, 1.0]), jnp.full(2, np.log(0.2))
     pos = target.initial.sample(jax.random.key(2), num_particles)
     args = (betas, ref_b, ref_l, 0, pos, 0, None)

@@ -25,7 +25,7 @@ from .scan import anneal
 
 
 @lru_cache(maxsize=32)
-def compiled(structure, kernel, num_particles, num_bins, adapt_target, record, adapt_scale):
+def compiled(structure, kernel, *, num_particles, num_bins, adapt_target, record, adapt_scale):
     """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
     target's arrays (a model's data, a Gaussian's mean) are arguments, so a new target of the
     same structure and shapes reuses the compiled code. The progress callback is always
@@ -172,7 +172,15 @@ def run(
     groups = num_groups(num_particles) if main else 1
     size = num_particles // groups
     structure, arrays = split(target)
-    fn = compiled(structure, kernel, size, num_bins, adapt_target, record, adapt_scale)
+    fn = compiled(
+        structure,
+        kernel,
+        num_particles=size,
+        num_bins=num_bins,
+        adapt_target=adapt_target,
+        record=record,
+        adapt_scale=adapt_scale,
+    )
     if scale_ref is not None:
         scale_ref = tuple(jnp.asarray(a) for a in scale_ref)
     run_id = open_bar(num_steps, desc) if progress_bar else 0
@@ -216,7 +224,15 @@ def _run_sharded(
     sharded = NamedSharding(mesh, PartitionSpec("particles"))
     replicated = NamedSharding(mesh, PartitionSpec())
     structure, arrays = split(target)
-    fn = compiled(structure, kernel, num_particles, num_bins, None, False, adapt_scale)
+    fn = compiled(
+        structure,
+        kernel,
+        num_particles=num_particles,
+        num_bins=num_bins,
+        adapt_target=None,
+        record=False,
+        adapt_scale=adapt_scale,
+    )
     put = lambda x: jax.device_put(x, replicated)  # noqa: E731
     if scale_ref is not None:
         scale_ref = tuple(put(jnp.asarray(a)) for a in scale_ref)

@@ -24,6 +24,8 @@ Example
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -34,6 +36,25 @@ from ..target import AnnealingTarget
 from .kernels import TransitionKernel
 
 ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
+
+
+class Carry(NamedTuple):
+    """What the scan carries from one bin to the next."""
+
+    states: Any  # the kernel's per-particle states (each with its cached Potential)
+    log_w: Any  # (P,) log weights
+    offset: Any  # the pilot's adaptation offset on log(step size)
+    nonfinite: Any  # proposals with a non-finite density or gradient so far
+    grads: Any  # (3,) gradients per particle: own (mean), executed (max); integer moves taken
+
+
+class BinSums(NamedTuple):
+    """Per-temperature sums inside one bin (reset at each bin)."""
+
+    acceptance: Any
+    step_size: Any
+    log_scale: Any  # (D,) with adapt_scale, else (0,)
+    beta: Any
 
 
 def _finite_std(x):
@@ -108,9 +129,9 @@ def anneal(
         b, log_s = scale_ref
         return jax.vmap(lambda col: jnp.interp(beta, b, col), in_axes=1)(log_s)
 
-    def temperature(carry, xs):
+    def temperature(inner, xs):
         n, beta_prev, beta = xs
-        states, log_w, offset, nonfinite, grads, acc_sum, eps_sum, scale_sum, beta_sum = carry
+        (states, log_w, offset, nonfinite, grads), sums = inner
         d_beta = beta - beta_prev
         log_w = log_w + jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
         log_step = jnp.interp(beta, ref_betas, ref_log_step) + offset
@@ -129,35 +150,35 @@ def anneal(
         # and, for mixed_kernel, the fraction of particles whose integer move was taken
         taken = jnp.mean(jnp.asarray(info.discrete_accepted, dtype))
         grads = grads + jnp.stack([jnp.mean(used), jnp.max(used), taken])
-        if adapt_scale:
-            scale_sum, beta_sum = scale_sum + log_scale, beta_sum + beta
-        carry = (states, log_w, offset, nonfinite, grads, acc_sum + mean_acc,
-                 eps_sum + step_size, scale_sum, beta_sum)  # fmt: skip
-        return carry, ((log_step, _finite_std(states.potential.log_ratio)) if record else None)
+        sums = BinSums(
+            sums.acceptance + mean_acc,
+            sums.step_size + step_size,
+            sums.log_scale + log_scale if adapt_scale else sums.log_scale,
+            sums.beta + beta if adapt_scale else sums.beta,
+        )
+        inner = (Carry(states, log_w, offset, nonfinite, grads), sums)
+        return inner, ((log_step, _finite_std(states.potential.log_ratio)) if record else None)
 
     def bin_(carry, xs):
-        states, log_w, offset, nonfinite, grads = carry
         zero = jnp.zeros((), dtype)
-        zeros = jnp.zeros(dim if adapt_scale else 0, dtype)
-        carry = (states, log_w, offset, nonfinite, grads, zero, zero, zeros, zero)
-        carry, log_steps = jax.lax.scan(temperature, carry, xs)
-        states, log_w, offset, nonfinite, grads, acc_sum, eps_sum, scale_sum, beta_sum = carry
+        sums = BinSums(zero, zero, jnp.zeros(dim if adapt_scale else 0, dtype), zero)
+        (carry, sums), log_steps = jax.lax.scan(temperature, (carry, sums), xs)
         count = xs[0].shape[0]
-        lw = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
+        lw = jnp.where(jnp.isnan(carry.log_w), -jnp.inf, carry.log_w)
         summary = (
-            acc_sum / count, eps_sum / count, estimators.ess(lw),
+            sums.acceptance / count, sums.step_size / count, estimators.ess(lw),
             estimators.log_mean_exp(lw), xs[2][-1],
-            scale_sum / count, beta_sum / count,
+            sums.log_scale / count, sums.beta / count,
         )  # fmt: skip
         if progress is not None:
             jax.debug.callback(tick, progress, xs[0][-1], ordered=False)
-        return (states, log_w, offset, nonfinite, grads), (summary, log_steps)
+        return carry, (summary, log_steps)
 
     per_bin = -(-num_steps // num_bins)
     num_full = num_steps // per_bin
     xs = (jnp.arange(1, num_steps + 1), betas[:-1], betas[1:])
     head = jax.tree.map(lambda a: a[: num_full * per_bin].reshape(num_full, per_bin), xs)
-    carry = (
+    carry = Carry(
         states,
         jnp.zeros(num_particles, dtype),
         jnp.zeros((), dtype),
