@@ -214,3 +214,45 @@ def test_mpf_recovers_couplings_like_exact_maximum_likelihood():
     # and MPF about as efficient as ML here (seed 001 ch. 3: close to ML on Ising models)
     assert mpf_big < 2 * ml_big + 0.02, errors
     assert mpf_big < 0.1, errors
+
+
+def test_mpf_objective_equals_flipping_every_bit_by_hand():
+    rbm = _rbm(3, 7, 4, scale=1.0)
+    v = _data(rbm, 6, seed=4)
+
+    def log_p(x):
+        return x @ rbm.visible_bias + np.logaddexp(0, x @ rbm.weights + rbm.hidden_bias).sum(-1)
+
+    total = 0.0
+    for x in v:
+        for i in range(rbm.num_visible):
+            y = x.copy()
+            y[i] = 1 - y[i]
+            total += np.exp(0.5 * (log_p(y) - log_p(x)))
+    assert float(energy.mpf_objective(rbm, v)) == pytest.approx(total / len(v), rel=1e-12)
+
+
+def test_mpf_learns_an_rbm_from_exact_draws():
+    """Data from a 10 × 4 RBM with overlapping blocks of strongly coupled units (exact draws);
+    MPF with the same budget as CD must recover most of the gap in held-out log-probability
+    between the base-rate model and the true model (exact log Z by enumeration, all three
+    scored on the same 20,000 held-out draws; measured: 89% of a 0.20-nat gap)."""
+    rng = np.random.default_rng(1)
+    w = np.zeros((10, 4))
+    for j in range(4):
+        w[2 * j : 2 * j + 3, j] = 6.0
+    true = energy.RBM(w + rng.normal(0, 0.3, (10, 4)), np.full(10, -3.0), np.full(4, -9.0))
+    train, test = _data(true, 5000, seed=5), _data(true, 20_000, seed=99)
+
+    def score(model):
+        return energy.mean_log_prob(model, test, energy.log_partition_exact(model))
+
+    fitted = energy.fit_mpf_rbm(jax.random.key(0), train, 4, num_epochs=100)
+    gap = score(true) - score(energy.base_rate(train))
+    assert gap > 0.1
+    assert score(true) - score(fitted) < 0.3 * gap
+
+
+def test_mpf_rbm_refuses_non_binary_data():
+    with pytest.raises(ValueError, match="binary"):
+        energy.fit_mpf_rbm(jax.random.key(0), np.array([[0.0, 0.5]]), 2)

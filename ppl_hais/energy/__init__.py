@@ -30,7 +30,15 @@ True
 
 from .ais import dbn_lower_bound, log_partition, log_partition_ratio, seed_002_schedule
 from .ising import Ising, fit_ising_ml, fit_mpf, ising_log_partition, ising_log_partition_exact
-from .rbm import RBM, base_rate, fit_cd, log_partition_exact, mean_log_prob
+from .rbm import (
+    RBM,
+    base_rate,
+    fit_cd,
+    fit_mpf_rbm,
+    log_partition_exact,
+    mean_log_prob,
+    mpf_objective,
+)
 
 __all__ = [
     "RBM",
@@ -39,6 +47,8 @@ __all__ = [
     "dbn_lower_bound",
     "fit_ising_ml",
     "fit_mpf",
+    "fit_mpf_rbm",
+    "mpf_objective",
     "ising_log_partition",
     "ising_log_partition_exact",
     "fit_cd",
