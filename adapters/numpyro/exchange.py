@@ -10,14 +10,26 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.distributions import constraints
+from numpyro.distributions.distribution import (
+    ExpandedDistribution,
+    Independent,
+    MaskedDistribution,
+)
 from numpyro.infer.initialization import init_to_sample
 from numpyro.infer.util import initialize_model
 
-from ppl_hais.exchange import BoundedEnergy, adapt_log_scale, budget_message, exchange_step
+from ppl_hais.exchange import (
+    BoundedEnergy,
+    RejectionBudgetError,
+    adapt_log_scale,
+    budget_message,
+    exchange_step,
+)
 
 from ._chains import ModelKernel, first_chain, init_chains, phase_mean, split_init_key
 
@@ -27,16 +39,28 @@ __all__ = ["BoundedEnergyDist", "Exchange", "ExchangeState"]
 class BoundedEnergyDist(dist.Distribution):
     """p(x | θ) = π(x) / (Z(θ)(1 + exp E(x; θ))) with an intractable Z(θ) (seed 003).
 
-    Use with ``obs=`` (inside a plate, or with data of shape (N, D)) and sample θ with
-    :class:`Exchange`. ``log_prob`` raises: without Z(θ) it cannot be normalized, and an
-    unnormalized value would silently give gradient samplers (NUTS) a wrong posterior.
-    ``sample`` draws exactly by rejection from the envelope.
+    ``envelope`` π: the envelopes of :mod:`ppl_hais.exchange`, or any NumPyro distribution
+    (its batch dimensions become event dimensions: one x is one draw of the whole envelope).
+    Use with ``obs=`` — inside ``numpyro.plate`` (one datum per plate entry), or with data of
+    shape (N,) + event shape — and sample θ with :class:`Exchange`. ``log_prob`` raises:
+    without Z(θ) it cannot be normalized, and an unnormalized value would silently give
+    gradient samplers (NUTS) a wrong posterior. ``sample`` draws exactly by rejection from the
+    envelope, also under ``jit``/``vmap`` (``numpyro.infer.Predictive``): a spent budget
+    raises :class:`~ppl_hais.RejectionBudgetError` (from compiled code, through a host
+    callback).
     """
 
     arg_constraints = {}
     support = constraints.real_vector
 
     def __init__(self, energy_fn, envelope, theta, *, max_proposals=1_000_000, validate_args=None):
+        if isinstance(envelope, dist.Distribution) and envelope.batch_shape:
+            envelope = envelope.to_event(len(envelope.batch_shape))
+        if not (hasattr(envelope, "sample") and hasattr(envelope, "log_prob")):
+            raise TypeError(
+                "envelope must have sample(key, sample_shape) and log_prob(x): a NumPyro "
+                f"distribution or an envelope of ppl_hais.exchange, got {type(envelope).__name__}"
+            )
         self.model = BoundedEnergy(energy_fn, envelope)
         self.theta = theta
         self.max_proposals = int(max_proposals)
@@ -47,7 +71,13 @@ class BoundedEnergyDist(dist.Distribution):
         n = 1
         for s in sample_shape:
             n *= s
-        draws, _ = self.model.sample(key, self.theta, n, max_proposals=self.max_proposals)
+        draws, used, filled = self.model.sample_with_status(
+            key, self.theta, n, max_proposals=self.max_proposals
+        )
+        if isinstance(filled, jax.core.Tracer):  # jit / vmap (Predictive): check on the host
+            jax.debug.callback(_raise_if_short, filled, n, used)
+        elif int(filled) < n:
+            raise RejectionBudgetError(budget_message(int(filled), n, int(used)))
         return draws.reshape(tuple(sample_shape) + self.event_shape)
 
     def log_prob_unnormalized(self, value):
@@ -58,6 +88,26 @@ class BoundedEnergyDist(dist.Distribution):
             "BoundedEnergyDist has an intractable normalizer Z(θ): sample θ with "
             "phn.Exchange (az.from_numpyro(mcmc, log_likelihood=False) for ArviZ)."
         )
+
+
+def _raise_if_short(filled, needed, used):
+    if int(np.min(filled)) < needed:
+        raise RejectionBudgetError(budget_message(int(np.min(filled)), needed, int(np.max(used))))
+
+
+def _unwrap(fn):
+    """The BoundedEnergyDist inside a plate's expansion, ``.to_event`` or ``.mask``, and the
+    mask that applies to its batch entries (None: all)."""
+    mask = None
+    while True:
+        if isinstance(fn, MaskedDistribution):
+            m = fn._mask
+            mask = m if mask is None else mask & m
+            fn = fn.base_dist
+        elif isinstance(fn, ExpandedDistribution | Independent):
+            fn = fn.base_dist
+        else:
+            return fn, mask
 
 
 class ExchangeState(NamedTuple):
@@ -73,14 +123,14 @@ class ExchangeState(NamedTuple):
     rng_key: Any
 
 
-def _raise_if_exhausted(flag, per_draw, budget):
-    import numpy as np
-
+def _raise_if_exhausted(flag, per_draw, budget, num_data):
     if np.any(flag):
-        raise RuntimeError(
-            "phn.Exchange: "
-            + budget_message(0, 1, int(budget))
-            + f" (last proposals per draw: {float(np.max(per_draw)):.3g})"
+        raise RejectionBudgetError(
+            f"phn.Exchange: the fantasy data of a proposed θ could not all be drawn within "
+            f"max_proposals={int(budget):,} proposals for {int(num_data)} data "
+            f"(at least {int(budget) // max(int(num_data), 1):,} proposals per datum needed; "
+            "Z(θ) is too small there). Raise max_proposals, choose an envelope closer to the "
+            "model, or pass approximate_sweeps=k for MCMC fantasies (approximate)."
         )
 
 
@@ -155,20 +205,28 @@ class Exchange(ModelKernel):
         )
         sites = [
             n for n, s in tr.items()
-            if s["type"] == "sample" and s["is_observed"] and isinstance(s["fn"], BoundedEnergyDist)
+            if s["type"] == "sample" and s["is_observed"]
+            and isinstance(_unwrap(s["fn"])[0], BoundedEnergyDist)
         ]  # fmt: skip
         if len(sites) != 1:
             raise ValueError(
-                "phn.Exchange needs exactly one observed BoundedEnergyDist site, found "
-                f"{len(sites)}"
+                "phn.Exchange needs exactly one observed BoundedEnergyDist site (it may sit "
+                f"in plates, be masked or .to_event'ed), found {len(sites)}"
             )
         name = sites[0]
         for n, s in tr.items():
             if s["type"] == "sample" and not s["is_observed"] and s["fn"].support.is_discrete:
                 raise ValueError(f"latent site '{n}' is discrete: Exchange needs continuous θ")
-        data = jnp.asarray(tr[name]["value"])
-        event = tr[name]["fn"].event_shape
-        data = data.reshape((-1,) + tuple(event))
+        bounded, mask = _unwrap(tr[name]["fn"])
+        event = tuple(bounded.event_shape)
+        value = jnp.asarray(tr[name]["value"])
+        batch = value.shape[: value.ndim - len(event)]
+        data = value.reshape((-1,) + event)
+        if mask is not None:  # masked-out data are not data: keep the observed entries only
+            keep = np.broadcast_to(np.asarray(mask, bool), batch).reshape(-1)
+            data = data[keep]
+        if data.shape[0] == 0:
+            raise ValueError(f"site '{name}' has no observed (unmasked) data")
         prior_model = handlers.block(self._model, hide=[name])
         info = initialize_model(
             key_model, prior_model, init_strategy=self._init_strategy,
@@ -185,7 +243,7 @@ class Exchange(ModelKernel):
         def model_at(theta_flat):
             values = postprocess(unravel(theta_flat))
             t = handlers.trace(handlers.substitute(handlers.seed(model, 0), data=values))
-            site = t.get_trace(*model_args, **model_kwargs)[name]["fn"]
+            site = _unwrap(t.get_trace(*model_args, **model_kwargs)[name]["fn"])[0]
             return site.model, site.theta
 
         def log_prior(theta_flat):
@@ -210,7 +268,8 @@ class Exchange(ModelKernel):
                 max_proposals=budget, approximate_sweeps=sweeps,
             )  # fmt: skip
             jax.debug.callback(
-                _raise_if_exhausted, info.budget_exhausted, info.proposals_per_draw, budget
+                _raise_if_exhausted, info.budget_exhausted, info.proposals_per_draw, budget,
+                data.shape[0],
             )
             warm = state.i < num_warmup
             log_scale = jnp.where(
