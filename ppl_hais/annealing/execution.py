@@ -233,7 +233,7 @@ def _run_sharded(
         record=False,
         adapt_scale=adapt_scale,
     )
-    put = lambda x: jax.device_put(x, replicated)  # noqa: E731
+    put = lambda x: _global(x, replicated)  # noqa: E731
     if scale_ref is not None:
         scale_ref = tuple(put(jnp.asarray(a)) for a in scale_ref)
     run_id = open_bar(len(betas) - 1, desc) if progress_bar else 0
@@ -242,7 +242,7 @@ def _run_sharded(
         out = fn(
             [put(a) for a in arrays], put(rng_key), put(jnp.asarray(betas)),
             put(jnp.asarray(ref_betas)), put(jnp.asarray(ref_log_step)), run_id,
-            jax.device_put(jnp.asarray(positions), sharded), 0, scale_ref,
+            _global(jnp.asarray(positions), sharded), 0, scale_ref,
         )  # fmt: skip
         return jax.block_until_ready(out)
 
@@ -251,21 +251,46 @@ def _run_sharded(
     finally:
         if progress_bar:
             close_bar(run_id)
+    if any(not getattr(v, "is_fully_addressable", True) for v in out.values()):
+        # several processes (jax.distributed): every process gets the whole population
+        from jax.experimental import multihost_utils
+
+        out = multihost_utils.process_allgather(out, tiled=True)
     out = {k: np.asarray(v) for k, v in out.items()}
     _check_initial_density(out, num_particles)
     return out
 
 
+def _global(x, sharding):
+    """``x`` placed with ``sharding``. Under ``jax.distributed`` every process holds the same
+    host value (same key, same draws) and contributes its devices' part of it."""
+    if jax.process_count() == 1:
+        return jax.device_put(x, sharding)
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(_global(jax.random.key_data(x), sharding))
+    return jax.device_put(np.asarray(x), sharding)
+
+
 def resolve_devices(devices):
-    """The devices a main run shards over: ``None`` → every local device of the default
+    """The devices a main run shards over: ``None`` → under ``jax.distributed`` (several
+    processes) every device of every process; otherwise every local device of the default
     backend, except on CPU, where one device with particle groups on threads was faster than
-    the cores as XLA host devices (docs/devices.md); a list of ``jax.Device`` as given."""
+    the cores as XLA host devices (docs/devices.md). A list of ``jax.Device`` as given (one
+    platform)."""
     if devices is None:
+        if jax.process_count() > 1:
+            return jax.devices()
         local = jax.local_devices()
         return local[:1] if local[0].platform == "cpu" else local
     devices = list(devices)
     if not devices or not all(isinstance(d, jax.Device) for d in devices):
         raise TypeError("devices must be a non-empty list of jax.Device, e.g. jax.devices()[:2]")
+    platforms = sorted({d.platform for d in devices})
+    if len(platforms) > 1:
+        raise ValueError(
+            f"devices mix platforms {platforms}: one run shards over devices of one kind "
+            "(e.g. jax.devices('gpu'))"
+        )
     return devices
 
 
