@@ -38,7 +38,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import jax
 import numpy as np
@@ -46,6 +45,7 @@ import numpy as np
 from . import diagnostics
 from .annealing import hais, survey
 from .annealing.kernels import hais_kernel, mixed_kernel
+from .density import ModelDensity
 from .laplace import laplace_gaussian
 from .mcmc.fast_random import check_key
 from .precision import float64
@@ -55,41 +55,6 @@ from .target import AnnealingTarget
 __all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
 
 _LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
-
-
-class ModelDensity(Protocol):
-    """What an adapter provides: a model over flat unconstrained vectors z of size ``dim``."""
-
-    dim: int
-    improper: Sequence[str]  # latent variables whose prior cannot be sampled (empty if none)
-
-    def log_likelihood(self, z): ...  # observed sites and factors/Potentials
-
-    def log_joint(self, z): ...  # log prior (with Jacobians) + log likelihood
-
-    @property
-    def prior(self) -> Any: ...  # sample(key, n) -> (n, dim), log_density(z); None if improper
-
-    # optional: ``discrete``, booleans per coordinate (True: integer-valued, moved by a
-    # Metropolis step, kernels.mixed_kernel), or None
-
-
-class SplitDensity:
-    """A base for ``ModelDensity`` implementations: ``log_prior``, ``log_likelihood`` and
-    ``log_joint`` from one ``log_parts(z) -> (log prior with Jacobians, log likelihood)``."""
-
-    def log_parts(self, z):
-        raise NotImplementedError
-
-    def log_prior(self, z):
-        return self.log_parts(z)[0]
-
-    def log_likelihood(self, z):
-        return self.log_parts(z)[1]
-
-    def log_joint(self, z):
-        prior, lik = self.log_parts(z)
-        return prior + lik
 
 
 def _discrete(model):

@@ -31,7 +31,7 @@ from numpyro.infer.util import (
 )
 
 import ppl_hais as ph
-from ppl_hais.evidence import SplitDensity
+from ppl_hais.density import SplitDensity
 from ppl_hais.mcmc.fast_random import check_key
 from ppl_hais.precision import float64
 from ppl_hais.structure import compile_once, merge

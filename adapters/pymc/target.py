@@ -36,7 +36,7 @@ from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph import graph_inputs
 
-from ppl_hais.evidence import SplitDensity
+from ppl_hais.density import SplitDensity
 
 
 class PyMCTarget(SplitDensity):

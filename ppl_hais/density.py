@@ -1,0 +1,57 @@
+"""What an adapter hands the evidence workflow: a model as densities over a flat vector z of
+its unconstrained latent variables (``ModelDensity``), and a base class that derives the three
+densities from one ``log_parts`` (``SplitDensity``).
+
+Example
+-------
+>>> import jax.numpy as jnp
+>>> from ppl_hais.density import SplitDensity
+>>> class Model(SplitDensity):
+...     dim, improper = 1, ()
+...     def log_parts(self, z):  # (log prior, log likelihood)
+...         return -0.5 * jnp.sum(z**2), -0.5 * jnp.sum((1.0 - z) ** 2)
+>>> float(Model().log_joint(jnp.ones(1)))
+-0.5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+__all__ = ["ModelDensity", "SplitDensity"]
+
+
+class ModelDensity(Protocol):
+    """What an adapter provides: a model over flat unconstrained vectors z of size ``dim``."""
+
+    dim: int
+    improper: Sequence[str]  # latent variables whose prior cannot be sampled (empty if none)
+
+    def log_likelihood(self, z): ...  # observed sites and factors/Potentials
+
+    def log_joint(self, z): ...  # log prior (with Jacobians) + log likelihood
+
+    @property
+    def prior(self) -> Any: ...  # sample(key, n) -> (n, dim), log_density(z); None if improper
+
+    # optional: ``discrete``, booleans per coordinate (True: integer-valued, moved by a
+    # Metropolis step, kernels.mixed_kernel), or None
+
+
+class SplitDensity:
+    """A base for ``ModelDensity`` implementations: ``log_prior``, ``log_likelihood`` and
+    ``log_joint`` from one ``log_parts(z) -> (log prior with Jacobians, log likelihood)``."""
+
+    def log_parts(self, z):
+        raise NotImplementedError
+
+    def log_prior(self, z):
+        return self.log_parts(z)[0]
+
+    def log_likelihood(self, z):
+        return self.log_parts(z)[1]
+
+    def log_joint(self, z):
+        prior, lik = self.log_parts(z)
+        return prior + lik
