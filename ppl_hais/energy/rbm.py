@@ -138,6 +138,40 @@ def base_rate(data, smoothing: float = 1.0) -> RBM:
     return RBM(np.zeros((x.shape[1], 0)), np.log(p) - np.log1p(-p), np.zeros(0))
 
 
+def _fit(rng_key, data, num_hidden, *, num_epochs, batch_size, init_scale, update, extra):
+    """The training loop fit_cd and fit_mpf_rbm share: visible biases at the base rate,
+    weights N(0, init_scale²), then for each epoch a fresh shuffle into minibatches and
+    ``(model, extra) = update((model, extra), v, key)`` per minibatch; one compiled scan."""
+    rng_key = fast_random.check_key(rng_key)
+    x = _check_binary(data)
+    n, num_visible = x.shape
+    batch_size = min(int(batch_size), n)
+    num_batches = n // batch_size
+    k_init, k_run = jax.random.split(rng_key)
+    init = _unchecked_rbm(
+        init_scale * jax.random.normal(k_init, (num_visible, int(num_hidden))),
+        jnp.asarray(base_rate(x).visible_bias),
+        jnp.zeros(int(num_hidden)),
+    )
+
+    def batch_step(carry, xs):
+        v, key = xs
+        return update(carry, v, key), None
+
+    def epoch(carry, key):
+        k_perm, k_steps = jax.random.split(key)
+        order = jax.random.permutation(k_perm, n)[: num_batches * batch_size]
+        batches = jnp.asarray(x)[order].reshape(num_batches, batch_size, num_visible)
+        keys = jax.random.split(k_steps, num_batches)
+        carry, _ = jax.lax.scan(batch_step, carry, (batches, keys))
+        return carry, None
+
+    (fitted, _), _ = jax.jit(lambda c, keys: jax.lax.scan(epoch, c, keys))(
+        (init, extra(init)), jax.random.split(k_run, int(num_epochs))
+    )
+    return RBM(*(np.asarray(a) for a in (fitted.weights, fitted.visible_bias, fitted.hidden_bias)))
+
+
 @float64
 def fit_cd(
     rng_key,
@@ -155,20 +189,9 @@ def fit_cd(
     002's models were trained: the gradient E_data[v hᵀ] − E_k[v hᵀ], with the model term from
     ``cd_steps`` Gibbs sweeps started at the data. Visible biases start at the base rate,
     weights at N(0, init_scale²); one compiled scan over epochs and minibatches."""
-    rng_key = fast_random.check_key(rng_key)
-    x = _check_binary(data)
-    n, num_visible = x.shape
-    batch_size = min(int(batch_size), n)
-    num_batches = n // batch_size
-    k_init, k_run = jax.random.split(rng_key)
-    init = RBM(
-        init_scale * np.asarray(jax.random.normal(k_init, (num_visible, int(num_hidden)))),
-        base_rate(x).visible_bias,
-        np.zeros(int(num_hidden)),
-    )
 
-    def batch_step(model, xs):
-        v0, key = xs
+    def update(carry, v0, key):
+        model, _ = carry
         k1, k2 = jax.random.split(key)
         p0 = jax.nn.sigmoid(_add(v0 @ model.weights, model.hidden_bias))
         vk = (
@@ -181,25 +204,15 @@ def fit_cd(
         grad_w = (v0.T @ p0 - vk.T @ pk) / m - weight_decay * model.weights
         grad_b = jnp.mean(v0 - vk, axis=0)
         grad_c = jnp.mean(p0 - pk, axis=0)
-        return _unchecked_rbm(
+        model = _unchecked_rbm(
             model.weights + learning_rate * grad_w,
             model.visible_bias + learning_rate * grad_b,
             model.hidden_bias + learning_rate * grad_c,
-        ), None
-
-    def epoch(model, key):
-        k_perm, k_steps = jax.random.split(key)
-        order = jax.random.permutation(k_perm, n)[: num_batches * batch_size]
-        batches = jnp.asarray(x)[order].reshape(num_batches, batch_size, num_visible)
-        model, _ = jax.lax.scan(
-            batch_step, model, (batches, jax.random.split(k_steps, num_batches))
         )
         return model, None
 
-    fitted, _ = jax.jit(lambda m, keys: jax.lax.scan(epoch, m, keys))(
-        init, jax.random.split(k_run, int(num_epochs))
-    )
-    return RBM(*(np.asarray(a) for a in (fitted.weights, fitted.visible_bias, fitted.hidden_bias)))
+    return _fit(rng_key, data, num_hidden, num_epochs=num_epochs, batch_size=batch_size,
+                init_scale=init_scale, update=update, extra=lambda m: None)  # fmt: skip
 
 
 def mpf_objective(model: RBM, v):
@@ -236,41 +249,22 @@ def fit_mpf_rbm(
     :func:`fit_cd` (visible biases at the base rate, weights N(0, init_scale²)); one compiled
     scan over epochs and minibatches. Measure the result with :func:`ppl_hais.energy.
     log_partition` and :func:`mean_log_prob`, as for CD."""
-    rng_key = fast_random.check_key(rng_key)
-    x = _check_binary(data)
-    n, num_visible = x.shape
-    batch_size = min(int(batch_size), n)
-    num_batches = n // batch_size
-    k_init, k_run = jax.random.split(rng_key)
-    init = _unchecked_rbm(
-        init_scale * jax.random.normal(k_init, (num_visible, int(num_hidden))),
-        jnp.asarray(base_rate(x).visible_bias),
-        jnp.zeros(int(num_hidden)),
-    )
 
     def loss(model, v):
         return mpf_objective(model, v) + 0.5 * weight_decay * jnp.sum(model.weights**2)
 
     grad = jax.grad(loss)
 
-    def batch_step(carry, v):
+    def update(carry, v, key):
+        del key
         model, velocity = carry
         g = grad(model, v)
         velocity = jax.tree.map(lambda u, gi: momentum * u - learning_rate * gi, velocity, g)
-        model = jax.tree.map(lambda p, u: p + u, model, velocity)
-        return (model, velocity), None
+        return jax.tree.map(lambda p, u: p + u, model, velocity), velocity
 
-    def epoch(carry, key):
-        order = jax.random.permutation(key, n)[: num_batches * batch_size]
-        batches = jnp.asarray(x)[order].reshape(num_batches, batch_size, num_visible)
-        carry, _ = jax.lax.scan(batch_step, carry, batches)
-        return carry, None
-
-    zeros = jax.tree.map(jnp.zeros_like, init)
-    (fitted, _), _ = jax.jit(lambda c, keys: jax.lax.scan(epoch, c, keys))(
-        (init, zeros), jax.random.split(k_run, int(num_epochs))
-    )
-    return RBM(*(np.asarray(a) for a in (fitted.weights, fitted.visible_bias, fitted.hidden_bias)))
+    return _fit(rng_key, data, num_hidden, num_epochs=num_epochs, batch_size=batch_size,
+                init_scale=init_scale, update=update,
+                extra=lambda m: jax.tree.map(jnp.zeros_like, m))  # fmt: skip
 
 
 def log_partition_exact(model: RBM) -> float:
