@@ -11,7 +11,7 @@ log likelihood, the prior as an initial distribution) and calls :func:`evidence`
    naming every failed check;
 4. resamples posterior draws from the user's key.
 
-The targets it builds are kept on the model object, and the driver compiles once per target
+The targets it builds are kept on the model object, and the annealer compiles once per target
 *structure* (``ppl_hais.structure``), so a second call, or a new model object of the same
 structure over data of the same shapes, compiles nothing.
 
@@ -105,7 +105,7 @@ def _method(model, name):
 
 
 def _cached(model, name, build):
-    """A target kept on the model object: the same object ⇒ the driver's compiled scans hit."""
+    """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit."""
     cache = model.__dict__.setdefault("_ppl_hais_targets", {})
     if name not in cache:
         cache[name] = build()

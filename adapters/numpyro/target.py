@@ -53,7 +53,7 @@ class NumPyroTarget(SplitDensity):
     ``jax.flatten_util.ravel_pytree`` of the dict of unconstrained latent values (sorted names).
 
     A pytree: its leaves are the array arguments of the model (the data), everything else is
-    static, so the driver compiles once per model and data *shapes* (NumPyro's
+    static, so the annealer compiles once per model and data *shapes* (NumPyro's
     ``jit_model_args``); a model that cannot run on traced data (Python control flow on data
     values) falls back to compiling per data set.
     """

@@ -105,7 +105,7 @@ def sample_hais(
         default 1 (each chain is already ``draws`` independent annealing runs).
     cores : int, optional
         Accepted as ``pm.sample_smc`` accepts it; the chains run one after another in this
-        process, each vectorized over its particles and split over the CPU cores by the driver.
+        process, each vectorized over its particles and split over the CPU cores by the annealer.
     random_seed : int, optional
     model : pm.Model, optional
         Default: the model from the ``with`` context.

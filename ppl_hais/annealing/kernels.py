@@ -1,12 +1,12 @@
 """Transition kernels that leave a tempered density π_β invariant (seed 000 §2.3, §5.2).
 
-Each kernel is a pair of pure per-particle functions (the driver ``vmap``s them):
+Each kernel is a pair of pure per-particle functions (the scan, :mod:`.scan`, ``vmap``s them):
 
     init(rng_key, position, target) -> State
     step(rng_key, state, target, beta, step_size, scale=1.0) -> (State, Info)
 
 Every State carries ``potential``, the cached :class:`~ppl_hais.target.Potential` at its
-position, so the annealing driver reads the weight increment without evaluating anything.
+position, so the annealing scan reads the weight increment without evaluating anything.
 Step sizes are call arguments so that a schedule of step sizes can change them under ``jit``.
 ``scale`` (a number or one per coordinate) is a diagonal preconditioner: coordinate i moves by
 ``step_size · scale_i`` times the unit-variance momentum, which is HMC on z/scale; the momentum
