@@ -282,19 +282,14 @@ def evidence(
     results = []
     with warnings.catch_warnings():  # one pooled warning below instead of one per chain
         warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
-        for key in jax.random.split(key_chains, num_chains):
-            results.append(
-                hais(
-                    key,
-                    target,
-                    num_particles=num_particles,
-                    num_steps=num_steps,
-                    pilot=pilot,
-                    progress_bar=progress_bar,
-                    discrete=_discrete(model),
-                    **hais_kwargs,
-                )
-            )
+        run = dict(num_particles=num_particles, num_steps=num_steps, pilot=pilot,
+                   progress_bar=progress_bar, discrete=_discrete(model), **hais_kwargs)  # fmt: skip
+        if hais_kwargs.get("bidirectional") or "reverse_from" in hais_kwargs:
+            for key in jax.random.split(key_chains, num_chains):  # a reverse run per chain
+                results.append(hais(key, target, **run))
+        else:  # the chains as one population: one dispatch, particle groups shared
+            out = hais(key_chains, target, num_chains=num_chains, **run)
+            results = out if num_chains > 1 else [out]
     log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
     checks = pooled_checks(results)
     if budget is not None and not np.sqrt(var) <= _SE_SLACK * target_se:

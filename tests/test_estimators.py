@@ -256,3 +256,24 @@ def test_particle_groups_give_the_same_weights(key, monkeypatch):
     np.testing.assert_allclose(four.trace.ess, one.trace.ess, rtol=1e-7)
     np.testing.assert_allclose(four.trace.acceptance_rate, one.trace.acceptance_rate, rtol=1e-9)
     assert four.settings["gradients_per_particle"] == one.settings["gradients_per_particle"]
+
+
+def test_chains_in_one_call_are_slices_of_one_population():
+    """num_chains=C anneals C·P particles in one run; chain c is particles c·P … (c+1)·P − 1
+    (bit-equal to the slice of a one-chain run of C·P particles with the same key), and each
+    chain's estimate is checked against the exact log Z."""
+    target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / 2.0) ** 2), ph.Gaussian(jnp.zeros(3)))
+    exact = 3 * np.log(2.0 * np.sqrt(2 * np.pi))
+    kw = dict(num_steps=300, progress_bar=False)
+    chains = ph.hais(jax.random.key(5), target, num_particles=64, num_chains=3, **kw)
+    whole = ph.hais(jax.random.key(5), target, num_particles=192, **kw)
+    assert len(chains) == 3
+    for c, r in enumerate(chains):
+        np.testing.assert_array_equal(r.log_weights, whole.log_weights[64 * c : 64 * (c + 1)])
+        assert r.settings["num_chains"] == 3 and r.settings["chain"] == c
+        assert abs(r.log_z - exact) < 4 * r.log_z_se
+    assert len({round(r.log_z, 12) for r in chains}) == 3
+    with pytest.raises(ValueError, match="one chain"):
+        ph.hais(jax.random.key(5), target, num_particles=64, num_chains=2, bidirectional=True, **kw)
+    with pytest.raises(ValueError, match="num_chains"):
+        ph.hais(jax.random.key(5), target, num_particles=64, num_chains=0, **kw)
