@@ -113,9 +113,10 @@ def ais(
 
     num_chains : int
         Independent estimates from one call: the main run anneals ``num_chains ×
-        num_particles`` particles (one pilot, one compiled scan, one dispatch: 2.1–2.5× faster
-        than separate calls on 2 CPU cores, docs/chains.md) and chain c is particles c·P … (c+1)·P − 1, whose
-        random numbers no other chain shares. Each chain's ``trace`` is the whole population's.
+        num_particles`` particles (one pilot, one compiled scan, one dispatch: 2.1–2.5×
+        faster than separate calls on 2 CPU cores, docs/chains.md) and chain c is particles
+        c·P … (c+1)·P − 1, whose random numbers no other chain shares. Each chain's ``trace``
+        is the whole population's.
 
     Returns
     -------
