@@ -141,12 +141,7 @@ def sample_exchange(
         )  # fmt: skip
         samples.append(np.asarray(s).reshape(int(draws), target.dim))
         stats.append(st)
-    flat = jnp.asarray(np.concatenate(samples))
-    values = target.constrain_batch(flat)
-    posterior = {
-        name: np.asarray(val).reshape((int(chains), int(draws)) + np.shape(val)[1:])
-        for name, val in zip(names, values, strict=True)
-    }
+    posterior = target.posterior(np.concatenate(samples), chains, draws)
     sample_stats = {
         "acceptance_rate": np.stack([st["acceptance_rate"] for st in stats]),
         "proposals_per_draw": np.stack([st["proposals_per_draw"] for st in stats]),

@@ -108,11 +108,7 @@ def sample_reduced_flip_hmc(
         thinning=thinning,
         progress_bar=progressbar,
     )
-    values = target.constrain_batch(jnp.asarray(result.samples.reshape(-1, target.dim)))
-    posterior = {
-        v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
-        for v, val in zip(target._outputs, values, strict=True)
-    }
+    posterior = target.posterior(result.samples, chains, draws)
     st = result.stats
     sample_stats = {
         "acceptance_rate": st["acceptance_rate"],

@@ -16,7 +16,6 @@ Example
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pymc as pm
 
@@ -177,11 +176,7 @@ def sample_hais(
     results = ev.results
     idx = ev.resample(key_draws)
     zs = np.stack([r.particles[i] for r, i in zip(results, idx, strict=True)])
-    values = target.constrain_batch(jnp.asarray(zs.reshape(-1, target.dim)))
-    posterior = {
-        v.name: np.asarray(val).reshape((chains, draws) + np.shape(val)[1:])
-        for v, val in zip(target._outputs, values, strict=True)
-    }
+    posterior = target.posterior(zs, chains, draws)
     coords, dims = coords_and_dims_for_inferencedata(model)
     idata = from_ais(
         results,

@@ -146,6 +146,15 @@ class PyMCTarget(SplitDensity):
     def constrain(self, z):
         return self._constrain(*self.unravel(z))
 
+    def posterior(self, flat, chains: int, draws: int) -> dict:
+        """Constrained variables and deterministics by name, shaped (chains, draws, ...), from
+        flat draws whose leading axes hold chains × draws."""
+        values = self.constrain_batch(jnp.asarray(np.reshape(flat, (-1, self.dim))))
+        return {
+            v.name: np.asarray(val).reshape((int(chains), int(draws)) + np.shape(val)[1:])
+            for v, val in zip(self._outputs, values, strict=True)
+        }
+
     @cached_property
     def constrain_batch(self):
         """Constrained values (and deterministics) of a batch of flat vectors, compiled once."""
