@@ -73,6 +73,24 @@ def test_regression_posterior_matches_closed_form(chain_method, lookahead, flips
     assert np.all(np.asarray(extra["num_steps"]) >= 1)
 
 
+def test_auto_refresh_from_vectorized_chains():
+    """refresh='auto': MEADS's damping from the spread of 4 vectorized chains, adapted in
+    warmup and then fixed; the posterior still matches the closed form. Chains run one at a
+    time have no population, so they keep ½."""
+    mcmc = MCMC(phn.ReducedFlipHMC(regression), num_warmup=500, num_samples=2000,
+                num_chains=4, chain_method="vectorized", progress_bar=False)  # fmt: skip
+    mcmc.run(jax.random.key(5), jnp.asarray(X), y=jnp.asarray(Y), extra_fields=("refresh",))
+    _check_moments(np.asarray(mcmc.get_samples(group_by_chain=True)["beta"]), M,
+                   np.sqrt(np.diag(S)))  # fmt: skip
+    refresh = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["refresh"])
+    assert np.all(refresh == refresh[0, 0]) and 0.0 < refresh[0, 0] < 1.0
+    assert refresh[0, 0] != 0.5
+    alone = MCMC(phn.ReducedFlipHMC(regression), num_warmup=50, num_samples=10, num_chains=2,
+                 chain_method="sequential", progress_bar=False)  # fmt: skip
+    alone.run(jax.random.key(5), jnp.asarray(X), y=jnp.asarray(Y), extra_fields=("refresh",))
+    np.testing.assert_array_equal(alone.get_extra_fields()["refresh"], 0.5)
+
+
 def test_constrained_model_and_arviz():
     """Gamma–Poisson: rate > 0 through NumPyro's transform; posterior Gamma(a + Σy, b + n)."""
     y = jnp.array([3, 1, 4, 1, 5, 9, 2, 6])

@@ -24,7 +24,11 @@ from ppl_hais.mcmc.adaptation import (
     adaptation_init,
     adaptation_schedule,
     adaptation_update,
+    damping_refresh,
+    max_eigenvalue,
 )
+from ppl_hais.mcmc.kernel import resolve_uniform
+from ppl_hais.mcmc.sampler import MIN_CHAINS_FOR_DAMPING
 
 from ._chains import ModelKernel, first_chain, init_chains, phase_mean, split_init_key
 
@@ -46,6 +50,8 @@ class ReducedFlipHMCState(NamedTuple):
     num_steps: Any  # gradient evaluations of this transition (NumPyro's name for HMC's count)
     diverging: Any
     adapt_state: AdaptationState
+    refresh: Any  # momentum power replaced per unit time in this transition
+    log_max_eigenvalue: Any  # running estimate over the chains (refresh="auto")
     rng_key: Any
 
 
@@ -65,8 +71,14 @@ class ReducedFlipHMC(ModelKernel):
     Each transition partially refreshes the momentum, then leaps along one of up to
     ``lookahead`` trajectories of ``num_steps`` leapfrog steps; after a rejection the
     momentum is negated only as often as invariance requires (``flips="reduced"``) or always
-    (``flips="standard"``). Warmup adapts the step size (dual averaging to ``target_accept_prob``)
-    and a diagonal mass matrix, as NumPyro's HMC does.
+    (``flips="standard"``). With one trajectory the accept/reject uniform is Neal's (2020)
+    persistent one (``uniform``). Warmup adapts the step size (dual averaging to
+    ``target_accept_prob``) and a diagonal mass matrix, as NumPyro's HMC does, and with
+    ``refresh="auto"`` the refresh by MEADS's damping rule from the spread of the chains
+    (``chain_method="vectorized"`` with 4 or more chains; otherwise ½). Under NumPyro's
+    ``MCMC`` every chain makes one transition per step, so a vectorized batch waits for
+    its slowest chain: :func:`ppl_hais.mcmc.sample` (or PyMC's front end) lets each chain
+    work through its own transitions.
 
     Parameters
     ----------
@@ -75,11 +87,14 @@ class ReducedFlipHMC(ModelKernel):
         Initial step size (adapted during warmup unless ``adapt_step_size=False``).
     num_steps : int
         Leapfrog steps per trajectory (default 1, as in seed 001 §6.1.3).
-    refresh : float
-        Fraction of the momentum power replaced per unit simulated time (seed 001: ½).
+    refresh : float or "auto"
+        Fraction of the momentum power replaced per unit simulated time (seed 001: ½), or
+        MEADS's damping rule adapted in warmup.
     lookahead : int
         Trajectories tried before a flip is considered (1: seed 001 ch. 6).
     flips : {"reduced", "standard"}
+    uniform : {"persistent", "fresh"} or None
+        As :func:`ppl_hais.mcmc.build_kernel` (None: persistent for ``lookahead=1``).
 
     Extra fields: ``accept_prob``, ``is_flipped``, ``lookahead_depth``, ``num_steps``
     (gradients used), ``step_size``, ``potential_energy``, ``diverging``.
@@ -107,9 +122,10 @@ class ReducedFlipHMC(ModelKernel):
         *,
         step_size: float = 0.1,
         num_steps: int = 1,
-        refresh: float = 0.5,
+        refresh="auto",
         lookahead: int = 1,
         flips: str = "reduced",
+        uniform: str | None = None,
         adapt_step_size: bool = True,
         adapt_mass_matrix: bool = True,
         target_accept_prob: float = 0.9,
@@ -118,7 +134,10 @@ class ReducedFlipHMC(ModelKernel):
     ):
         if (model is None) == (potential_fn is None):
             raise ValueError("give exactly one of model= or potential_fn=")
-        if not 0.0 < refresh <= 1.0:
+        if isinstance(refresh, str):
+            if refresh != "auto":
+                raise ValueError(f"refresh must be a number in (0, 1] or 'auto', got {refresh!r}")
+        elif not 0.0 < refresh <= 1.0:
             raise ValueError("refresh must be in (0, 1]")
         if not (np.isfinite(step_size) and step_size > 0):
             raise ValueError(f"step_size must be a positive number, got {step_size!r}")
@@ -131,7 +150,7 @@ class ReducedFlipHMC(ModelKernel):
         self._potential_fn = potential_fn
         self._step_size = float(step_size)
         self._num_steps = int(num_steps)
-        self._refresh = float(refresh)
+        self._refresh = refresh
         self._lookahead = int(lookahead)
         self._flips = flips
         self._adapt_step_size = bool(adapt_step_size)
@@ -139,7 +158,8 @@ class ReducedFlipHMC(ModelKernel):
         self._target_accept = float(target_accept_prob)
         self._init_strategy = init_strategy
         self._find_step = bool(find_heuristic_step_size)
-        self._kernel = build_kernel(self._num_steps, self._lookahead, flips)
+        uniform = resolve_uniform(uniform, self._lookahead)
+        self._kernel = build_kernel(self._num_steps, self._lookahead, flips, uniform)
 
     @property
     def default_fields(self):
@@ -188,8 +208,12 @@ class ReducedFlipHMC(ModelKernel):
         num_warmup = int(num_warmup)
         in_slow, ends = adaptation_schedule(num_warmup, self._adapt_mass)
         in_slow, ends = jnp.asarray(in_slow), jnp.asarray(ends)
-        kernel, refresh, target = self._kernel, self._refresh, self._target_accept
+        kernel, target = self._kernel, self._target_accept
         adapt_step, find_step = self._adapt_step_size, self._find_step
+        chains = rng_key.shape[0] if batched else 1
+        damping = (self._refresh == "auto" and batched and chains >= MIN_CHAINS_FOR_DAMPING
+                   and num_warmup > 0)  # fmt: skip
+        fixed = 0.5 if self._refresh == "auto" else float(self._refresh)
 
         def init_one(key, params):
             k_init, k_eps, key = jax.random.split(key, 3)
@@ -204,7 +228,7 @@ class ReducedFlipHMC(ModelKernel):
             return ReducedFlipHMCState(
                 jnp.zeros((), jnp.int32), unravel(x), -core.logdensity, core, eps, zero, zero,
                 jnp.zeros((), bool), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32),
-                jnp.zeros((), bool), adapt, key,
+                jnp.zeros((), bool), adapt, jnp.asarray(fixed, x.dtype), zero, key,
             )  # fmt: skip
 
         def sample_one(state, model_args, model_kwargs):
@@ -215,6 +239,11 @@ class ReducedFlipHMC(ModelKernel):
                 eps = jnp.exp(jnp.where(warm, adapt.log_step_size, adapt.log_step_size_avg))
             else:
                 eps = state.step_size
+            if damping:
+                count = jnp.minimum(state.i, num_warmup).astype(eps.dtype)
+                refresh = damping_refresh(state.log_max_eigenvalue, eps, count)
+            else:
+                refresh = state.refresh
             core, info = kernel(sub, state.core, logdensity, eps, refresh, adapt.inverse_mass)
             if num_warmup > 0:
                 j = jnp.minimum(state.i, num_warmup - 1)
@@ -227,8 +256,25 @@ class ReducedFlipHMC(ModelKernel):
             return ReducedFlipHMCState(
                 state.i + 1, unravel(core.position), -core.logdensity, core, eps,
                 info.acceptance_rate, mean_acc, info.is_flipped, info.lookahead_depth,
-                info.num_gradients, info.is_divergent, adapt, key,
+                info.num_gradients, info.is_divergent, adapt, refresh, state.log_max_eigenvalue,
+                key,
             )  # fmt: skip
 
         state, self._sample_fn = init_chains(init_one, sample_one, batched, rng_key, init_params)
+        if damping:
+            per_chain = self._sample_fn
+
+            def sample_population(states, model_args, model_kwargs):
+                # a running mean of log λ_max over the chains' positions, whitened by their
+                # metrics, while warmup lasts (the same for every chain)
+                i = states.i[0]
+                whitened = states.core.position / jnp.sqrt(states.adapt_state.inverse_mass)
+                est = jnp.log(max_eigenvalue(whitened))
+                rate = jnp.maximum(1.0 / (i + 1.0), 0.02)
+                old = states.log_max_eigenvalue
+                new = jnp.where(i < num_warmup, old + rate * (est - old), old)
+                return per_chain(states._replace(log_max_eigenvalue=new), model_args,
+                                 model_kwargs)  # fmt: skip
+
+            self._sample_fn = sample_population
         return state

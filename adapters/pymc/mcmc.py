@@ -36,7 +36,8 @@ def sample_reduced_flip_hmc(
     num_leapfrog: int = 1,
     lookahead: int = 1,
     flips: str = "reduced",
-    refresh: float = 0.5,
+    uniform: str | None = None,
+    refresh="auto",
     target_accept: float = 0.9,
     thinning: int = 1,
     idata_kwargs: dict | None = None,
@@ -46,10 +47,14 @@ def sample_reduced_flip_hmc(
 
     Persistent-momentum HMC (``num_leapfrog`` leapfrog steps per transition, a fraction
     ``refresh`` of the momentum power replaced per unit time) whose rejections negate the
-    momentum only as often as invariance needs (seed 001 ch. 6), optionally trying
-    ``lookahead`` trajectories first (LAHMC). ``tune`` warmup iterations adapt the step size
-    (toward ``target_accept``) and a diagonal mass matrix; chains run vectorized in one
-    compiled call (:func:`ppl_hais.mcmc.sample`).
+    momentum only as often as invariance needs (seed 001 ch. 6; ``flips="standard"``
+    negates it on every rejection), optionally trying ``lookahead`` trajectories first
+    (LAHMC); with one trajectory the accept/reject uniform is Neal's persistent one
+    (``uniform``, see :func:`ppl_hais.mcmc.build_kernel`). ``tune`` warmup iterations adapt
+    the step size (toward ``target_accept``), a diagonal mass matrix and, with
+    ``refresh="auto"``, the refresh (MEADS's damping from the spread of 4 or more chains).
+    Chains run vectorized in one compiled call, each through its own transitions
+    (:func:`ppl_hais.mcmc.sample`).
 
     Returns
     -------
@@ -103,6 +108,7 @@ def sample_reduced_flip_hmc(
         num_leapfrog=num_leapfrog,
         lookahead=lookahead,
         flips=flips,
+        uniform=uniform,
         refresh=refresh,
         target_accept=target_accept,
         thinning=thinning,

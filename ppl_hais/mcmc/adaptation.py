@@ -8,8 +8,10 @@ The inverse mass is sqrt(Var[x] / Var[∇log p]) per coordinate, as in MEADS (Ho
 chain has spread, so one-leapfrog samplers (which move slowly along wide directions during
 warmup) are not fooled by a window too short to explore them. After each window the step size
 is rescaled by max_i sqrt(M⁻¹_old / M⁻¹_new) (the leapfrog stability limit under the new
-metric) and the dual averaging restarts from it. Pure functions over a
-NamedTuple state, so the warmup runs inside one ``lax.scan`` or inside NumPyro's ``fori_collect``.
+metric) and the dual averaging restarts from it. The momentum refresh follows MEADS's damping
+rule (:func:`damping_refresh`), with λ_max estimated from the population of chains
+(:func:`max_eigenvalue`). Pure functions over a NamedTuple state, so the warmup runs inside
+one compiled loop or inside NumPyro's ``fori_collect``.
 
 Example
 -------
@@ -26,7 +28,14 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["AdaptationState", "adaptation_schedule", "adaptation_init", "adaptation_update"]
+__all__ = [
+    "AdaptationState",
+    "adaptation_init",
+    "adaptation_schedule",
+    "adaptation_update",
+    "damping_refresh",
+    "max_eigenvalue",
+]
 
 _GAMMA, _T0, _KAPPA = 0.05, 10.0, 0.75  # Hoffman & Gelman (2014) dual averaging constants
 
@@ -138,3 +147,30 @@ def adaptation_update(
         grad_m2=jnp.where(restart, jnp.zeros_like(g_m2), g_m2),
         var_n=jnp.where(restart, zero, n),
     )
+
+
+def max_eigenvalue(rows):
+    """MEADS's estimate of the largest eigenvalue of the covariance of the rows of ``rows``
+    (n, D), centered here: tr(C²)/tr(C) with tr(C²) from distinct pairs only (unbiased), which
+    approximates λ_max well unless many eigenvalues are well above 0 but well below it
+    (Hoffman & Sountsov 2022, eq. 7). Needs n ≥ 2."""
+    y = rows - jnp.mean(rows, axis=0, keepdims=True)
+    n = y.shape[0]
+    gram = y @ y.T
+    diag = jnp.diag(gram)
+    tr = jnp.sum(diag) / n
+    tr2 = (jnp.sum(gram**2) - jnp.sum(diag**2)) / (n * (n - 1))
+    return jnp.maximum(tr2 / jnp.maximum(tr, 1e-300), 1e-300)
+
+
+def damping_refresh(log_max_eigenvalue, step_size, count):
+    """The momentum refresh per unit simulated time from MEADS's damping rule.
+
+    γ = max(1/sqrt(λ_max), 1/((t + 1) ε)), λ_max of the chains' positions in the whitened
+    coordinates the metric defines (the longest scale sets how long a trajectory should run
+    before its direction is forgotten; the floor damps hard while warmup starts). GHMC keeps
+    exp(−2εγ) of the momentum power per leapfrog step, so the power replaced per unit time
+    is 1 − exp(−2γ).
+    """
+    gamma = jnp.maximum(jnp.exp(-0.5 * log_max_eigenvalue), 1.0 / ((count + 1.0) * step_size))
+    return -jnp.expm1(-2.0 * gamma)

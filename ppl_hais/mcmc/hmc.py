@@ -66,16 +66,16 @@ def _metropolis_move(u, position, momentum, potential, potential_fn, beta, step_
         potential_fn, position, momentum, potential, beta, step_size, num_steps, box,
         inverse_mass,
     )
-    log_accept = (
+    log_ratio = (
         new_potential.log_density(beta)
         - kinetic_energy(new_momentum, inverse_mass)
         - potential.log_density(beta)
         + kinetic_energy(momentum, inverse_mass)
     )
-    # a NaN/inf density or gradient at the proposal makes log_accept non-finite (the gradient
+    # a NaN/inf density or gradient at the proposal makes log_ratio non-finite (the gradient
     # enters the new momentum): such moves are rejected and counted
-    is_finite = jnp.isfinite(log_accept)
-    log_accept = jnp.where(is_finite, jnp.minimum(log_accept, 0.0), -jnp.inf)
+    is_finite = jnp.isfinite(log_ratio)
+    log_accept = jnp.where(is_finite, jnp.minimum(log_ratio, 0.0), -jnp.inf)
     accepted = jnp.log(u) < log_accept
     pick = lambda a, b: jnp.where(accepted, a, b)  # noqa: E731
     out = (
@@ -90,6 +90,7 @@ def _metropolis_move(u, position, momentum, potential, potential_fn, beta, step_
         accepted.astype(jnp.int32),
         jnp.full((), num_steps, jnp.int32),
         is_finite,
+        jnp.where(accepted, log_ratio, 0.0),
     )
     return out, info
 

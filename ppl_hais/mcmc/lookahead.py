@@ -19,9 +19,11 @@ K = 1 that is seed 001 eq. 6.11, max(0, min(1, p(LFζ)/p(ζ)) − min(1, p(Lζ)/
 
 With C(ζ) = 1 − R(ζ) the flip test is r < C(Fζ) given r ≥ C(ζ), so the backward trajectories
 (from Fζ) are only integrated after every forward one was rejected, and can stop as soon as
-C(Fζ) exceeds r. Everything runs in one ``lax.while_loop`` that integrates one more trajectory
-per iteration: unbatched it does only the work the outcome needs; under ``vmap`` every lane runs
-as many iterations as the slowest lane (the info's ``num_gradients`` counts a lane's own work).
+C(Fζ) exceeds r. A transition is a loop that integrates one more trajectory per iteration
+(:func:`begin`, :func:`advance`, :func:`finish`): :func:`lookahead_transition` runs it as one
+``lax.while_loop`` (unbatched it does only the work the outcome needs; under ``vmap`` every lane
+runs as many iterations as the slowest, and the info's ``num_gradients`` counts a lane's own
+work); :func:`ppl_hais.mcmc.sample` instead steps every chain through its own transitions.
 
 Example
 -------
@@ -45,9 +47,13 @@ from .integrators import kinetic_energy, leapfrog
 __all__ = [
     "FLIPS",
     "MoveInfo",
+    "Trajectories",
+    "advance",
+    "begin",
+    "finish",
+    "flip_probability",
     "leap_probabilities",
     "lookahead_transition",
-    "flip_probability",
 ]
 
 FLIPS = ("reduced", "standard")
@@ -61,6 +67,7 @@ class MoveInfo(NamedTuple):
     depth: Any  # a of the trajectory moved along (0: none)
     num_gradients: Any  # gradient evaluations this transition used (this lane's own work)
     is_finite: Any  # False when the first proposal's density or gradient was NaN/±inf
+    log_ratio: Any  # log p(ζ') − log p(ζ) of the point moved to (0 when it did not move)
 
 
 def _pair(log_p, memo, i, j):
@@ -94,6 +101,127 @@ def flip_probability(log_p_forward, log_p_backward, flips="reduced"):
     return jnp.maximum(0.0, jnp.sum(leap_probabilities(log_p_backward)) - c_forward)
 
 
+class Trajectories(NamedTuple):
+    """A leap / flip / stay transition in progress: the trajectories integrated so far.
+
+    :func:`begin` makes one, :func:`advance` integrates one more trajectory, :func:`finish`
+    reads the outcome once ``done``. A driver that runs one :func:`advance` per lane and step
+    lets every lane of a batch work through its own transitions, instead of all waiting for
+    the lane that needs the most trajectories (:mod:`ppl_hais.mcmc.sampler`).
+    """
+
+    start: Any  # (position, momentum, potential) of ζ
+    u: Any  # the uniform that decides the outcome
+    k: Any  # trajectories integrated so far (forward, then backward)
+    head: Any  # the last point integrated
+    log_p: Any  # log p along the current line (ζ, Lζ, …)
+    log_p0: Any  # log p(ζ)
+    accepted: Any
+    flipped: Any
+    done: Any
+    first_prob: Any  # min(1, p(Lζ)/p(ζ))
+    first_finite: Any
+
+
+def _log_joint(potential, momentum, beta, inverse_mass):
+    return potential.log_density(beta) - kinetic_energy(momentum, inverse_mass)
+
+
+def begin(u, position, momentum, potential, beta, *, lookahead: int = 1, inverse_mass=None):
+    """The transition from ζ = (position, momentum) decided by the uniform ``u``, before any
+    trajectory is integrated."""
+    dtype = jnp.result_type(position)
+    lp0 = _log_joint(potential, momentum, beta, inverse_mass)
+    false = jnp.zeros((), bool)
+    return Trajectories(
+        start=(position, momentum, potential),
+        u=jnp.asarray(u, dtype),
+        k=jnp.zeros((), jnp.int32),
+        head=(position, momentum, potential),
+        log_p=jnp.full((int(lookahead) + 1,), -jnp.inf, dtype).at[0].set(lp0),
+        log_p0=lp0,
+        accepted=false,
+        flipped=false,
+        done=false,
+        first_prob=jnp.zeros((), dtype),
+        first_finite=jnp.ones((), bool),
+    )
+
+
+def advance(
+    tr: Trajectories,
+    potential_fn,
+    beta,
+    step_size,
+    *,
+    num_steps: int = 1,
+    lookahead: int = 1,
+    flips: str = "reduced",
+    box=None,
+    inverse_mass=None,
+) -> Trajectories:
+    """Integrate one more trajectory of ``num_steps`` leapfrog steps and decide what it
+    settles: forward trajectories first (leap to L^a ζ once the cumulative leap probability
+    passes u), then, after the last one failed, backward ones from Fζ (flip once C(Fζ) passes
+    u; ``flips="standard"`` flips at once)."""
+    K = int(lookahead)
+    reduced = flips == "reduced"
+    k = tr.k + 1
+    backward = k > K
+    j = jnp.where(backward, k - K, k)
+    pos, mom, pot = leapfrog(potential_fn, *tr.head, beta, step_size, num_steps, box, inverse_mass)
+    lp = _log_joint(pot, mom, beta, inverse_mass)
+    log_p = tr.log_p.at[j].set(jnp.where(jnp.isnan(lp), -jnp.inf, lp))
+    cum = jnp.cumsum(leap_probabilities(log_p))[j - 1]
+    first = k == 1
+    first_prob = jnp.where(first, cum, tr.first_prob)
+    first_finite = jnp.where(first, jnp.isfinite(lp), tr.first_finite)
+    accepted = ~backward & (tr.u < cum)
+    flipped = backward & (tr.u < cum)  # u ≥ C(ζ) is known here
+    end_forward = ~backward & (j == K) & ~accepted
+    if reduced:
+        done = accepted | flipped | (backward & (j == K))
+    else:
+        flipped = flipped | end_forward
+        done = accepted | end_forward
+    # after the last forward trajectory fails, restart from Fζ
+    restart = end_forward & ~done
+    position, momentum, potential = tr.start
+    head = jax.tree.map(
+        lambda a, b: jnp.where(restart, a, b), (position, -momentum, potential), (pos, mom, pot)
+    )
+    log_p = jnp.where(restart, jnp.full_like(log_p, -jnp.inf).at[0].set(tr.log_p0), log_p)
+    return tr._replace(
+        k=k,
+        head=head,
+        log_p=log_p,
+        accepted=accepted,
+        flipped=flipped,
+        done=done,
+        first_prob=first_prob,
+        first_finite=first_finite,
+    )
+
+
+def finish(tr: Trajectories, *, num_steps: int = 1):
+    """``((position, momentum, potential), MoveInfo)`` of a finished transition."""
+    position, momentum, potential = tr.start
+    out = jax.tree.map(lambda a, b: jnp.where(tr.accepted, a, b), tr.head, tr.start)
+    momentum_out = jnp.where(tr.flipped, -momentum, out[1])
+    # accepted moves end on the forward line, at index k
+    log_ratio = jnp.where(tr.accepted, tr.log_p[jnp.minimum(tr.k, tr.log_p.shape[0] - 1)], 0.0)
+    info = MoveInfo(
+        acceptance_rate=tr.first_prob,
+        is_accepted=tr.accepted,
+        is_flipped=tr.flipped,
+        depth=jnp.where(tr.accepted, tr.k, 0),
+        num_gradients=tr.k * num_steps,
+        is_finite=tr.first_finite,
+        log_ratio=jnp.where(tr.accepted, log_ratio - tr.log_p0, 0.0),
+    )
+    return (out[0], momentum_out, out[2]), info
+
+
 def lookahead_transition(
     u,
     position,
@@ -113,90 +241,21 @@ def lookahead_transition(
 
     ``potential`` is the cached :class:`~ppl_hais.target.Potential` at ``position``; the joint
     log density at β is ``potential.log_density(beta) − ½vᵀM⁻¹v``. Returns
-    ``((position, momentum, potential), MoveInfo)``.
+    ``((position, momentum, potential), MoveInfo)``. One ``lax.while_loop`` over
+    :func:`advance`: unbatched it does only the work the outcome needs.
     """
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
-    K = int(lookahead)
-    if K < 1:
+    if int(lookahead) < 1:
         raise ValueError("lookahead must be at least 1")
-    reduced = flips == "reduced"
-    dtype = jnp.result_type(position)
-
-    def log_joint(pot, mom):
-        return pot.log_density(beta) - kinetic_energy(mom, inverse_mass)
-
-    lp0 = log_joint(potential, momentum)
-    start = (position, momentum, potential)
-    buffer0 = jnp.full((K + 1,), -jnp.inf, dtype).at[0].set(lp0)
-
-    class Carry(NamedTuple):
-        k: Any  # trajectories integrated so far (forward, then backward)
-        head: Any  # the last point integrated
-        log_p: Any  # log p along the current line
-        c_forward: Any  # Σ π_a(ζ) over the forward trajectories so far
-        accepted: Any
-        flipped: Any
-        done: Any
-        first_prob: Any
-        first_finite: Any
-
-    def body(c):
-        k = c.k + 1
-        backward = k > K
-        j = jnp.where(backward, k - K, k)
-        pos, mom, pot = leapfrog(
-            potential_fn, *c.head, beta, step_size, num_steps, box, inverse_mass
-        )
-        lp = log_joint(pot, mom)
-        log_p = c.log_p.at[j].set(jnp.where(jnp.isnan(lp), -jnp.inf, lp))
-        cum = jnp.cumsum(leap_probabilities(log_p))[j - 1]
-        first = k == 1
-        first_prob = jnp.where(first, cum, c.first_prob)
-        first_finite = jnp.where(first, jnp.isfinite(lp), c.first_finite)
-        # forward: move to this point once the cumulative leap probability passes u
-        accepted = ~backward & (u < cum)
-        c_forward = jnp.where(backward, c.c_forward, cum)
-        # backward: flip once C(Fζ) passes u (u ≥ C(ζ) is known here)
-        flipped = backward & (u < cum)
-        end_forward = ~backward & (j == K) & ~accepted
-        if reduced:
-            done = accepted | flipped | (backward & (j == K))
-        else:
-            flipped = flipped | end_forward
-            done = accepted | end_forward
-        # after the last forward trajectory fails, restart from Fζ
-        restart = end_forward & ~done
-        head = jax.tree.map(
-            lambda a, b: jnp.where(restart, a, b),
-            (position, -momentum, potential),
-            (pos, mom, pot),
-        )
-        log_p = jnp.where(restart, buffer0, log_p)
-        return Carry(k, head, log_p, c_forward, accepted, flipped, done, first_prob, first_finite)
-
-    false = jnp.zeros((), bool)
-    init = Carry(
-        jnp.zeros((), jnp.int32),
-        start,
-        buffer0,
-        jnp.zeros((), dtype),
-        false,
-        false,
-        false,
-        jnp.zeros((), dtype),
-        jnp.ones((), bool),
+    tr = begin(u, position, momentum, potential, beta, lookahead=lookahead,
+               inverse_mass=inverse_mass)  # fmt: skip
+    tr = jax.lax.while_loop(
+        lambda t: ~t.done,
+        lambda t: advance(
+            t, potential_fn, beta, step_size, num_steps=num_steps, lookahead=lookahead,
+            flips=flips, box=box, inverse_mass=inverse_mass,
+        ),  # fmt: skip
+        tr,
     )
-    c = jax.lax.while_loop(lambda c: ~c.done, body, init)
-    pick = lambda a, b: jnp.where(c.accepted, a, b)  # noqa: E731
-    position_out, momentum_out, potential_out = jax.tree.map(pick, c.head, start)
-    momentum_out = jnp.where(c.flipped, -momentum, momentum_out)
-    info = MoveInfo(
-        acceptance_rate=c.first_prob,
-        is_accepted=c.accepted,
-        is_flipped=c.flipped,
-        depth=jnp.where(c.accepted, c.k, 0),
-        num_gradients=c.k * num_steps,
-        is_finite=c.first_finite,
-    )
-    return (position_out, momentum_out, potential_out), info
+    return finish(tr, num_steps=num_steps)

@@ -1,4 +1,18 @@
-"""Warmup and sampling of many chains of reduced-flip HMC in one compiled ``lax.scan``.
+"""Warmup and sampling of many chains of reduced-flip HMC in one compiled call.
+
+A transition integrates one trajectory, or more after a rejection (the backward trajectory of
+a reduced flip, the look-ahead ones). Vectorized chains that each made one transition per
+step of a loop would all wait for the chain that needs the most trajectories: with 32 chains
+nearly every step has a chain that rejected, so reduced flips cost every chain a second
+gradient. Here every chain instead works through its own transitions: one loop step
+integrates one trajectory for every chain (:func:`~ppl_hais.mcmc.lookahead.advance`), and a
+chain whose transition is settled starts its next one at the next step. A chain's draws are
+those of a chain run alone; the batch executes about its own gradients plus the wait at the
+end of a phase for the chain that took longest.
+
+Warmup: per chain, dual averaging of the step size and a diagonal mass matrix in Stan's
+windows (:mod:`.adaptation`); over the population of chains, the momentum refresh by MEADS's
+damping rule (``refresh="auto"``).
 
 Example
 -------
@@ -12,7 +26,7 @@ Example
 from __future__ import annotations
 
 import time
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 import jax
@@ -21,13 +35,30 @@ import numpy as np
 
 from .._renamed import refuse_unknown, renamed
 from ..precision import float64
-from ..progress import close_bar, maybe_tick, open_bar
-from . import fast_random
-from .adaptation import adaptation_init, adaptation_schedule, adaptation_update
-from .kernel import build_kernel, find_reasonable_step_size, init
+from ..progress import close_bar, open_bar, tick
+from ..target import Potential
+from . import fast_random, lookahead
+from .adaptation import (
+    adaptation_init,
+    adaptation_schedule,
+    adaptation_update,
+    damping_refresh,
+    max_eigenvalue,
+)
+from .kernel import (
+    ReducedFlipState,
+    _potential_fn,
+    complete,
+    find_reasonable_step_size,
+    init,
+    prepare,
+    resolve_uniform,
+)
 from .lookahead import FLIPS
 
 __all__ = ["MCMCResult", "sample"]
+
+MIN_CHAINS_FOR_DAMPING = 4  # MEADS's λ_max estimate needs a population of chains
 
 
 class MCMCResult(NamedTuple):
@@ -35,95 +66,221 @@ class MCMCResult(NamedTuple):
 
     samples: Any  # (chains, draws, D)
     stats: dict  # acceptance_rate, is_accepted, is_flipped, lookahead_depth, num_gradients,
-    # is_divergent, logdensity: (chains, draws); executed_gradients: (draws,) under vmap
+    # is_divergent, logdensity: (chains, draws)
     step_size: Any  # (chains,) after warmup
     inverse_mass: Any  # (chains, D)
     warmup_gradients: Any  # (chains,) this chain's own work
     wall_time: float
+    refresh: Any = None  # (chains,) momentum power replaced per unit time while sampling
+    executed_gradients: Any = None  # (warmup, sampling): gradients per chain the batch ran
+
+
+class _Lane(NamedTuple):
+    """One chain inside the loop."""
+
+    state: ReducedFlipState  # between transitions; its momentum/uniform already prepared
+    moving: lookahead.Trajectories  # the transition in progress (k = 0: none)
+    count: Any  # transitions completed in this phase
+    grads: Any  # own gradient evaluations in this phase
+
+
+class _Draws(NamedTuple):
+    """A chain's draws, filled in as its transitions complete, and the thinning accumulators."""
+
+    position: Any
+    logdensity: Any
+    info: Any  # ReducedFlipInfo of arrays (draws,)
+    flipped: Any  # any flip / divergence and the gradients since the last kept draw
+    divergent: Any
+    grads: Any
+
+
+def _lane(state, num_lookahead):
+    pot = Potential(state.logdensity, 0.0, state.logdensity_grad, 0.0)
+    tr = lookahead.begin(0.0, state.position, state.momentum, pot, 1.0, lookahead=num_lookahead)
+    zero = jnp.zeros((), jnp.int32)
+    return _Lane(state, tr, zero, zero)
+
+
+def _micro_step(lane, active, key, step_size, refresh, inverse_mass, *, logdensity_fn,
+                num_leapfrog, num_lookahead, flips, uniform):  # fmt: skip
+    """One trajectory of one chain: start a transition if none is in progress, integrate one
+    trajectory, and settle the transition if it is done. Inactive chains stay as they are."""
+    idle = lane.moving.k == 0
+    prepared, u = prepare(jax.random.fold_in(key, lane.count), lane.state, step_size, refresh,
+                          inverse_mass, num_leapfrog=num_leapfrog, uniform=uniform)  # fmt: skip
+    pot = Potential(prepared.logdensity, 0.0, prepared.logdensity_grad, 0.0)
+    fresh = lookahead.begin(u, prepared.position, prepared.momentum, pot, 1.0,
+                            lookahead=num_lookahead, inverse_mass=inverse_mass)  # fmt: skip
+    pick = partial(jax.tree.map, lambda a, b: jnp.where(idle, a, b))
+    state, tr = pick(prepared, lane.state), pick(fresh, lane.moving)
+    tr = lookahead.advance(
+        tr, _potential_fn(logdensity_fn), 1.0, step_size, num_steps=num_leapfrog,
+        lookahead=num_lookahead, flips=flips, inverse_mass=inverse_mass,
+    )  # fmt: skip
+    new_state, info = complete(state, *lookahead.finish(tr, num_steps=num_leapfrog),
+                               uniform=uniform)  # fmt: skip
+    done = tr.done & active
+    state = jax.tree.map(lambda a, b: jnp.where(done, a, b), new_state, state)
+    tr = tr._replace(k=jnp.where(tr.done, 0, tr.k))
+    new = _Lane(state, tr, lane.count + done, lane.grads + num_leapfrog)
+    new = jax.tree.map(lambda a, b: jnp.where(active, a, b), new, lane)
+    return new, done, info
+
+
+def _run_phase(lanes, extra, total, keys, params, settle, run_id, offset, every, **kw):
+    """Step every chain until each has completed ``total`` transitions.
+
+    ``params(extra, lanes) -> (step_size, refresh, inverse_mass)`` per chain; ``settle(extra,
+    lanes, done, info) -> extra`` after each step. Returns (lanes, extra, loop steps)."""
+    micro = jax.vmap(partial(_micro_step, **kw))
+
+    def body(c):
+        lanes, extra, it = c
+        active = lanes.count < total
+        step_size, refresh, inverse_mass = params(extra, lanes)
+        lanes, done, info = micro(lanes, active, keys, step_size, refresh, inverse_mass)
+        extra = settle(extra, lanes, done, info)
+        jax.lax.cond(
+            (it % every == 0) & (run_id > 0),
+            lambda: jax.debug.callback(tick, run_id, offset + jnp.min(lanes.count),
+                                       ordered=False),  # fmt: skip
+            lambda: None,
+        )
+        return lanes, extra, it + 1
+
+    return jax.lax.while_loop(
+        lambda c: jnp.any(c[0].count < total), body, (lanes, extra, jnp.zeros((), jnp.int32))
+    )
 
 
 @lru_cache(maxsize=16)
-def _compiled(
-    logdensity_fn,
-    num_warmup,
-    num_samples,
-    num_leapfrog,
-    lookahead,
-    flips,
-    adapt_mass_matrix,
-    thinning,
-    chain_method,
-):
-    kernel = build_kernel(num_leapfrog, lookahead, flips)
-    in_slow, ends = adaptation_schedule(num_warmup, adapt_mass_matrix)
+def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahead, flips,
+              uniform, adapt_mass_matrix, auto_refresh, thinning, chain_method):  # fmt: skip
+    kw = dict(logdensity_fn=logdensity_fn, num_leapfrog=num_leapfrog,
+              num_lookahead=num_lookahead, flips=flips, uniform=uniform)  # fmt: skip
+    in_slow, ends = (jnp.asarray(a) for a in adaptation_schedule(num_warmup, adapt_mass_matrix))
+    every_warm = max(1, num_warmup // 50)
+    every_draw = max(1, num_samples * thinning // 50)
 
-    every = max(1, (num_warmup + num_samples) // 100)
-
-    def one_chain(rng_key, position, step_size, refresh, target_accept, run_id):
-        k_init, k_eps, k_warm, k_samp = jax.random.split(rng_key, 4)
-        dim = position.shape[0]
-        inv_mass = jnp.ones(dim, position.dtype)
-        state = init(position, logdensity_fn, k_init, inv_mass)
+    def run(keys, x0, step_size, refresh, target_accept, run_id):
+        chains, dim = x0.shape
+        k_init, k_eps, k_warm, k_samp = jnp.swapaxes(jax.vmap(jax.random.split, (0, None))(
+            keys, 4), 0, 1)  # fmt: skip
+        inv_mass0 = jnp.ones_like(x0)
+        states = jax.vmap(init, (0, None, 0, 0))(x0, logdensity_fn, k_init, inv_mass0)
         eps0 = jnp.where(
             step_size > 0,
             step_size,
-            find_reasonable_step_size(k_eps, state, logdensity_fn, inv_mass),
-        )
-        adapt = adaptation_init(eps0, inv_mass)
+            jax.vmap(find_reasonable_step_size, (0, 0, None, 0))(
+                k_eps, states, logdensity_fn, inv_mass0),
+        )  # fmt: skip
+        adapt = jax.vmap(adaptation_init)(eps0, inv_mass0)
+        lanes = jax.vmap(_lane, (0, None))(states, num_lookahead)
+        use_damping = auto_refresh and chains >= MIN_CHAINS_FOR_DAMPING and num_warmup > 0
+        fixed = jnp.broadcast_to(refresh, (chains,))
 
-        def warm(carry, xs):
-            state, adapt, grads = carry
-            i, slow, end = xs
-            maybe_tick(run_id, i, every)
-            key = jax.random.fold_in(k_warm, i)
-            state, info = kernel(
-                key,
-                state,
-                logdensity_fn,
-                jnp.exp(adapt.log_step_size),
-                refresh,
-                adapt.inverse_mass,
-            )
-            adapt = adaptation_update(
-                adapt,
-                info.acceptance_rate,
-                state.position,
-                state.logdensity_grad,
-                slow,
-                end,
-                target_accept,
-            )
-            return (state, adapt, grads + info.num_gradients), None
+        # ---- warmup: per-chain adaptation as each chain's transitions complete
+        def warm_params(extra, lanes):
+            adapt, log_lam, _ = extra
+            eps = jnp.exp(adapt.log_step_size)
+            r = damping_refresh(log_lam, eps, lanes.count) if use_damping else fixed
+            return eps, r, adapt.inverse_mass
 
+        def warm_settle(extra, lanes, done, info):
+            adapt, log_lam, it = extra
+            j = jnp.clip(lanes.count - 1, 0, max(num_warmup - 1, 0))
+            new = jax.vmap(adaptation_update, (0, 0, 0, 0, 0, 0, None))(
+                adapt, info.acceptance_rate, lanes.state.position, lanes.state.logdensity_grad,
+                in_slow[j], ends[j], target_accept,
+            )  # fmt: skip
+            adapt = jax.tree.map(
+                lambda a, b: jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b),
+                new, adapt,
+            )  # fmt: skip
+            if use_damping:  # a running mean of log λ_max over the population
+                whitened = lanes.state.position / jnp.sqrt(adapt.inverse_mass)
+                est = jnp.log(max_eigenvalue(whitened))
+                rate = jnp.maximum(1.0 / (it + 1.0), 0.02)
+                log_lam = log_lam + rate * (est - log_lam)
+            return adapt, log_lam, it + 1
+
+        warm_grads = jnp.zeros((chains,), jnp.int32)
+        warm_steps = jnp.zeros((), jnp.int32)
+        log_lam = jnp.zeros((), x0.dtype)
         if num_warmup > 0:
-            xs = (jnp.arange(num_warmup), jnp.asarray(in_slow), jnp.asarray(ends))
-            (state, adapt, warm_grads), _ = jax.lax.scan(warm, (state, adapt, 0), xs)
+            lanes, (adapt, log_lam, _), warm_steps = _run_phase(
+                lanes, (adapt, log_lam, jnp.zeros((), x0.dtype)), num_warmup, k_warm,
+                warm_params, warm_settle, run_id, 0, every_warm, **kw,
+            )  # fmt: skip
+            warm_grads = lanes.grads
             eps = jnp.exp(adapt.log_step_size_avg)
         else:
-            warm_grads, eps = 0, eps0
+            eps = eps0
         inv_mass = adapt.inverse_mass
+        final_refresh = (damping_refresh(log_lam, eps, num_warmup) if use_damping else fixed)
 
-        def draw(state, i):
-            maybe_tick(run_id, num_warmup + i, every)
+        # ---- sampling: record every thinning-th transition as it completes
+        lanes = lanes._replace(count=jnp.zeros_like(lanes.count), grads=jnp.zeros_like(
+            lanes.grads))  # fmt: skip
 
-            def one(state, j):
-                key = jax.random.fold_in(k_samp, i * thinning + j)
-                return kernel(key, state, logdensity_fn, eps, refresh, inv_mass)
+        def draw_settle(draws, lanes, done, info):
+            def one(d, lane, done, info):
+                flipped = d.flipped | (done & info.is_flipped)
+                divergent = d.divergent | (done & info.is_divergent)
+                grads = d.grads + jnp.where(done, info.num_gradients, 0)
+                keep = done & (lane.count % thinning == 0)
+                i = jnp.where(keep, lane.count // thinning - 1, num_samples)  # dropped if not
+                info = info._replace(is_flipped=flipped, is_divergent=divergent,
+                                     num_gradients=grads)  # fmt: skip
+                return _Draws(
+                    d.position.at[i].set(lane.state.position, mode="drop"),
+                    d.logdensity.at[i].set(lane.state.logdensity, mode="drop"),
+                    jax.tree.map(lambda b, v: b.at[i].set(v, mode="drop"), d.info, info),
+                    flipped & ~keep, divergent & ~keep, jnp.where(keep, 0, grads),
+                )
 
-            state, infos = jax.lax.scan(one, state, jnp.arange(thinning))
-            info = jax.tree.map(lambda a: a[-1], infos)._replace(
-                num_gradients=jnp.sum(infos.num_gradients),
-                is_flipped=jnp.any(infos.is_flipped),
-                is_divergent=jnp.any(infos.is_divergent),
-            )
-            return state, (state.position, state.logdensity, info)
+            return jax.vmap(one)(draws, lanes, done, info)
 
-        state, (xs, logp, info) = jax.lax.scan(draw, state, jnp.arange(num_samples))
-        return xs, logp, info, eps, inv_mass, warm_grads
+        def draw_params(extra, lanes):
+            return eps, final_refresh, inv_mass
 
-    if chain_method == "vectorized":
-        return jax.jit(jax.vmap(one_chain, (0, 0, None, None, None, None)))
-    return jax.jit(lambda *a: jax.lax.map(lambda kp: one_chain(*kp, *a[2:]), (a[0], a[1])))
+        def empty(n):
+            _, _, info = jax.eval_shape(lambda: _micro_step(
+                jax.tree.map(lambda a: a[0], lanes), True, k_samp[0], eps[0], final_refresh[0],
+                inv_mass[0], **kw))  # fmt: skip
+            false = jnp.zeros((n,), bool)
+            return _Draws(
+                jnp.zeros((n, num_samples, dim), x0.dtype),
+                jnp.zeros((n, num_samples), x0.dtype),
+                jax.tree.map(lambda s: jnp.zeros((n, num_samples) + s.shape, s.dtype), info),
+                false, false, jnp.zeros((n,), jnp.int32),
+            )  # fmt: skip
+
+        total = num_samples * thinning
+        if chain_method == "vectorized":
+            lanes, draws, draw_steps = _run_phase(
+                lanes, empty(chains), total, k_samp, draw_params, draw_settle, run_id,
+                num_warmup, every_draw, **kw,
+            )  # fmt: skip
+            draw_steps = jnp.broadcast_to(draw_steps, (chains,))
+        else:  # one chain at a time: each does only its own work
+
+            def alone(args):
+                lane, k, e, r, m = args
+                one = jax.tree.map(lambda a: a[None], lane)
+                lane, draws, steps = _run_phase(
+                    one, empty(1), total, k[None], lambda *_: (e[None], r[None], m[None]),
+                    draw_settle, run_id, num_warmup, every_draw, **kw,
+                )  # fmt: skip
+                return jax.tree.map(lambda a: a[0], (lane, draws)), steps
+
+            (lanes, draws), draw_steps = jax.lax.map(
+                alone, (lanes, k_samp, eps, final_refresh, inv_mass))  # fmt: skip
+        return (draws.position, draws.logdensity, draws.info, eps, inv_mass, final_refresh,
+                warm_grads, lanes.grads, warm_steps * num_leapfrog, draw_steps * num_leapfrog)
+
+    return jax.jit(run)
 
 
 @float64
@@ -138,7 +295,8 @@ def sample(
     num_leapfrog: int = 1,
     lookahead: int = 1,
     flips: str = "reduced",
-    refresh: float = 0.5,
+    uniform: str | None = None,
+    refresh="auto",
     target_accept: float = 0.9,
     adapt_mass_matrix: bool = True,
     thinning: int = 1,
@@ -155,22 +313,25 @@ def sample(
         ``x -> log p(x)`` on flat vectors (up to a constant).
     initial_positions : array (chains, D)
     num_warmup, num_samples : int
-        Warmup tunes the step size (dual averaging toward ``target_accept``) and, with
-        ``adapt_mass_matrix``, a diagonal mass matrix (Stan's windows); its draws are
-        discarded.
+        Warmup tunes the step size (dual averaging toward ``target_accept``), with
+        ``adapt_mass_matrix`` a diagonal mass matrix (Stan's windows), and with
+        ``refresh="auto"`` the momentum refresh; its draws are discarded.
     step_size : float or "auto"
         Initial step size (``"auto"``, or None: found by doubling/halving).
-    num_leapfrog, lookahead, flips : see :func:`build_kernel`. (``num_steps=`` and
+    num_leapfrog, lookahead, flips, uniform : see :func:`build_kernel`. (``num_steps=`` and
         ``adapt_mass=`` are the old names, accepted for one release.)
-    refresh : float
+    refresh : float or "auto"
         Fraction of momentum power replaced per unit simulated time (seed 001: ½).
+        ``"auto"``: MEADS's damping rule from the spread of the chains in warmup (with 4 or
+        more chains; with fewer, ½).
     thinning : int
         Keep every ``thinning``-th transition.
     chain_method : {"vectorized", "sequential"}
-        ``vmap`` over chains (every chain waits for the slowest look-ahead) or ``lax.map``
-        (each chain does only its own work).
+        Sampling phase: all chains in one batch (each works through its own transitions;
+        the batch waits only for the chain that finishes last) or one chain at a time
+        (``lax.map``). Warmup always runs the chains together.
     progress_bar : bool
-        Show a progress bar (iterations of the slowest chain).
+        Show a progress bar (transitions of the slowest chain).
 
     Returns
     -------
@@ -186,12 +347,23 @@ def sample(
     rng_key = fast_random.check_key(rng_key)
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
+    uniform = resolve_uniform(uniform, lookahead)
     if chain_method not in ("vectorized", "sequential"):
         raise ValueError("chain_method must be 'vectorized' or 'sequential'")
-    if not 0.0 < refresh <= 1.0:
+    auto_refresh = isinstance(refresh, str)
+    if auto_refresh and refresh != "auto":
+        raise ValueError(f"refresh must be a number in (0, 1] or 'auto', got {refresh!r}")
+    if not auto_refresh and not 0.0 < refresh <= 1.0:
         raise ValueError("refresh must be in (0, 1]")
     if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
         raise ValueError(f"step_size must be a positive number or 'auto', got {step_size!r}")
+    for name, value in (("num_leapfrog", num_leapfrog), ("lookahead", lookahead),
+                        ("thinning", thinning)):  # fmt: skip
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    for name, value in (("num_warmup", num_warmup), ("num_samples", num_samples)):
+        if isinstance(value, bool) or int(value) != value or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     x0 = jnp.asarray(initial_positions, jnp.result_type(float))
     if x0.ndim != 2 or x0.shape[0] == 0:
         raise ValueError(
@@ -207,31 +379,41 @@ def sample(
         int(num_leapfrog),
         int(lookahead),
         flips,
+        uniform,
         bool(adapt_mass_matrix),
+        auto_refresh,
         int(thinning),
         chain_method,
     )
     keys = jax.random.split(rng_key, x0.shape[0])
     start = time.perf_counter()
-    run_id = open_bar(num_warmup + num_samples, "reduced-flip HMC") if progress_bar else 0
+    total = num_warmup + num_samples * thinning
+    run_id = open_bar(total, "reduced-flip HMC") if progress_bar else 0
     try:
-        xs, logp, info, eps, inv_mass, warm_grads = fn(
+        out = fn(
             keys,
             x0,
-            jnp.asarray(step_size or 0.0),
-            jnp.asarray(refresh),
-            jnp.asarray(target_accept),
+            jnp.asarray(step_size or 0.0, x0.dtype),
+            jnp.asarray(0.5 if auto_refresh else refresh, x0.dtype),
+            jnp.asarray(target_accept, x0.dtype),
             run_id,
         )
-        jax.block_until_ready(xs)
+        jax.block_until_ready(out)
     finally:
         if progress_bar:
             close_bar(run_id)
     wall = time.perf_counter() - start
+    xs, logp, info, eps, inv_mass, refresh_out, warm_grads, _, warm_exec, draw_exec = out
     stats = {name: np.asarray(v) for name, v in info._asdict().items()}
     stats["logdensity"] = np.asarray(logp)
-    if chain_method == "vectorized":
-        stats["executed_gradients"] = stats["num_gradients"].max(axis=0)
     return MCMCResult(
-        np.asarray(xs), stats, np.asarray(eps), np.asarray(inv_mass), np.asarray(warm_grads), wall
+        np.asarray(xs),
+        stats,
+        np.asarray(eps),
+        np.asarray(inv_mass),
+        np.asarray(warm_grads),
+        wall,
+        np.asarray(refresh_out),
+        (int(warm_exec), int(np.max(draw_exec))) if chain_method == "vectorized"
+        else (int(warm_exec), int(np.sum(draw_exec))),
     )
