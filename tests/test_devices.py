@@ -1,5 +1,5 @@
-"""Particles sharded over devices (here: 2 XLA host devices in a subprocess, since the device
-count is fixed when JAX starts): the same key gives the same weights on 1 or 2 devices."""
+"""Particles sharded over devices (here: 4 XLA host devices in a subprocess, since the device
+count is fixed when JAX starts): the same key gives the same weights on 1 or 4 devices."""
 
 import os
 import subprocess
@@ -12,34 +12,45 @@ import pytest
 import ppl_hais as ph
 
 
-def test_same_key_same_estimate_on_one_or_two_devices():
+def test_same_key_same_estimate_on_one_or_four_devices():
     code = textwrap.dedent(
         """
         import jax, jax.numpy as jnp, numpy as np, ppl_hais as ph
-        assert len(jax.devices()) == 2
+        assert len(jax.devices()) == 4
         target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / 2.0) ** 2),
                                     ph.Gaussian(np.zeros(3)))
         kw = dict(num_particles=64, num_steps=200, progress_bar=False)
         one = ph.hais(jax.random.key(3), target, devices=jax.devices()[:1], **kw)
-        two = ph.hais(jax.random.key(3), target, devices=jax.devices(), **kw)
-        assert one.settings["num_devices"] == 1 and two.settings["num_devices"] == 2
-        np.testing.assert_allclose(one.log_weights, two.log_weights, rtol=0, atol=1e-12)
-        np.testing.assert_allclose(one.particles, two.particles, rtol=0, atol=1e-12)
+        four = ph.hais(jax.random.key(3), target, devices=jax.devices(), **kw)
+        assert one.settings["num_devices"] == 1 and four.settings["num_devices"] == 4
+        # the particles really lived on four devices, 16 rows each
+        assert four.settings["particles_per_device"] == [16] * 4
+        assert one.settings["particles_per_device"] == [64]
+        np.testing.assert_allclose(one.log_weights, four.log_weights, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(one.particles, four.particles, rtol=0, atol=1e-12)
         exact = 3 * np.log(2.0 * np.sqrt(2 * np.pi))
-        assert abs(two.log_z - exact) < 4 * two.log_z_se
+        assert abs(four.log_z - exact) < 4 * four.log_z_se
+        # two chains in one call, sharded: each chain's estimate is the single-device one
+        chains = ph.hais(jax.random.key(3), target, devices=jax.devices(), num_chains=2, **kw)
+        alone = ph.hais(jax.random.key(3), target, devices=jax.devices()[:1], num_chains=2,
+                        **kw)
+        for a, b in zip(chains, alone):
+            assert abs(a.log_z - b.log_z) < 1e-12
         # the CPU default is one device with particle groups on threads (docs/devices.md)
         assert ph.hais(jax.random.key(3), target, **kw).settings["num_devices"] == 1
-        try:
-            ph.hais(jax.random.key(3), target, devices=jax.devices(), num_particles=63,
-                    num_steps=50, progress_bar=False)
-        except ValueError as err:
-            assert "do not split evenly over 2 devices" in str(err)
-        else:
-            raise AssertionError("63 particles on 2 devices were accepted")
+        for n, message in ((63, "do not split evenly over 4 devices"),
+                           (2, "2 particles cannot be sharded over 4 devices")):
+            try:
+                ph.hais(jax.random.key(3), target, devices=jax.devices(), num_particles=n,
+                        num_steps=50, progress_bar=False)
+            except ValueError as err:
+                assert message in str(err), str(err)
+            else:
+                raise AssertionError(f"{n} particles on 4 devices were accepted")
         print("ok")
         """
     )
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
     )

@@ -109,7 +109,8 @@ def ais(
         Where the main run's particles go: sharded over these devices (default: every local
         device of the default backend; on CPU one device, with particle groups on threads,
         which measured faster than host devices: docs/devices.md). The same key gives the
-        same estimate on 1 or k devices; ``settings["num_devices"]`` records k.
+        same estimate on 1 or k devices; ``settings["num_devices"]`` records k and
+        ``settings["particles_per_device"]`` the rows each device held.
 
     num_chains : int
         Independent estimates from one call: the main run anneals ``num_chains ×
@@ -218,6 +219,8 @@ def ais(
         pilot_gradients_per_particle=pilot_gradients,
         num_pilot_particles=num_pilot,
         num_devices=len(devices),
+        # rows of the main run's particles on each device of this process, as XLA placed them
+        particles_per_device=list(out["particles_per_device"]),
     )
     if kernel.name.endswith("+discrete"):
         settings["discrete_acceptance"] = float(out["gradients"][2]) / max(len(betas) - 1, 1)

@@ -200,6 +200,7 @@ def run(
         if progress_bar:
             close_bar(run_id)
     out = _merge(outs)
+    out["particles_per_device"] = [num_particles]
     _check_initial_density(out, num_particles)
     return out
 
@@ -215,6 +216,11 @@ def _run_sharded(
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     num_particles = positions.shape[0]
+    if num_particles < len(devices):
+        raise ValueError(
+            f"{num_particles} particles cannot be sharded over {len(devices)} devices: use at "
+            "least one particle per device (better, many), or fewer devices (devices=...)"
+        )
     if num_particles % len(devices):
         raise ValueError(
             f"{num_particles} particles do not split evenly over {len(devices)} devices: use a "
@@ -251,12 +257,15 @@ def _run_sharded(
     finally:
         if progress_bar:
             close_bar(run_id)
+    # where the particles lived: rows per device (this process's devices)
+    shards = [int(s.data.shape[0]) for s in out["particles"].addressable_shards]
     if any(not getattr(v, "is_fully_addressable", True) for v in out.values()):
         # several processes (jax.distributed): every process gets the whole population
         from jax.experimental import multihost_utils
 
         out = multihost_utils.process_allgather(out, tiled=True)
     out = {k: np.asarray(v) for k, v in out.items()}
+    out["particles_per_device"] = shards
     _check_initial_density(out, num_particles)
     return out
 
