@@ -46,9 +46,10 @@ class _QuietInterrupt(logging.Filter):
 logging.getLogger("jax._src.debugging").addFilter(_QuietInterrupt())
 
 
-def run_interruptibly(calls):
+def run_interruptibly(calls, what="annealing"):
     """Run the zero-argument ``calls`` on worker threads and return their results in order.
-    Ctrl-C stops every call at its next tick and raises KeyboardInterrupt here."""
+    Ctrl-C stops every call at its next tick and raises KeyboardInterrupt here (its message
+    names ``what`` was interrupted)."""
     pool = ThreadPoolExecutor(max(1, len(calls)))
     futures = [pool.submit(c) for c in calls]
     try:
@@ -57,7 +58,7 @@ def run_interruptibly(calls):
         _STOP.set()
         wait(futures)  # each compiled scan stops at the end of its current bin
         raise KeyboardInterrupt(
-            "annealing interrupted (every scan stopped at the end of its current bin)"
+            f"{what} interrupted (every compiled loop stopped at its next progress tick)"
         ) from None
     finally:
         _STOP.clear()

@@ -34,8 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._renamed import refuse_unknown, renamed
-from ..precision import float64
-from ..progress import close_bar, open_bar, tick
+from ..precision import float64, in_thread
+from ..progress import close_bar, open_bar, run_interruptibly, tick
 from ..target import Potential
 from . import fast_random, lookahead
 from .adaptation import (
@@ -141,8 +141,9 @@ def _run_phase(lanes, extra, total, keys, params, settle, run_id, offset, every,
         step_size, refresh, inverse_mass = params(extra, lanes)
         lanes, done, info = micro(lanes, active, keys, step_size, refresh, inverse_mass)
         extra = settle(extra, lanes, done, info)
+        # the progress tick (run id 0: no bar) is also where Ctrl-C stops the loop
         jax.lax.cond(
-            (it % every == 0) & (run_id > 0),
+            it % every == 0,
             lambda: jax.debug.callback(tick, run_id, offset + jnp.min(lanes.count),
                                        ordered=False),  # fmt: skip
             lambda: None,
@@ -160,8 +161,8 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
     kw = dict(logdensity_fn=logdensity_fn, num_leapfrog=num_leapfrog,
               num_lookahead=num_lookahead, flips=flips, uniform=uniform)  # fmt: skip
     in_slow, ends = (jnp.asarray(a) for a in adaptation_schedule(num_warmup, adapt_mass_matrix))
-    every_warm = max(1, num_warmup // 50)
-    every_draw = max(1, num_samples * thinning // 50)
+    every_warm = max(1, min(num_warmup // 50, 1000))
+    every_draw = max(1, min(num_samples * thinning // 50, 1000))
 
     def run(keys, x0, step_size, refresh, target_accept, run_id):
         chains, dim = x0.shape
@@ -389,16 +390,18 @@ def sample(
     start = time.perf_counter()
     total = num_warmup + num_samples * thinning
     run_id = open_bar(total, "reduced-flip HMC") if progress_bar else 0
-    try:
-        out = fn(
-            keys,
-            x0,
-            jnp.asarray(step_size or 0.0, x0.dtype),
-            jnp.asarray(0.5 if auto_refresh else refresh, x0.dtype),
-            jnp.asarray(target_accept, x0.dtype),
-            run_id,
-        )
-        jax.block_until_ready(out)
+    args = (
+        keys,
+        x0,
+        jnp.asarray(step_size or 0.0, x0.dtype),
+        jnp.asarray(0.5 if auto_refresh else refresh, x0.dtype),
+        jnp.asarray(target_accept, x0.dtype),
+        run_id,
+    )
+    try:  # dispatched from a worker thread, so that Ctrl-C reaches us and stops the loop
+        (out,) = run_interruptibly(
+            [in_thread(lambda: jax.block_until_ready(fn(*args)))], "sampling"
+        )  # fmt: skip
     finally:
         if progress_bar:
             close_bar(run_id)
