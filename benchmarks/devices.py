@@ -5,8 +5,11 @@ starts: ``XLA_FLAGS=--xla_force_host_platform_device_count=k``): warm ``ph.hais`
 product of Laplace experts and a 20-D Bayesian regression, at 200 and 1,000 particles × 2,000
 temperatures. *threads*: one device, the driver's particle groups on threads (the CPU
 default); *one group*: one device, ``PPL_HAIS_CPU_THREADS=1``; *k devices*: the particles
-sharded over k host devices (``devices=jax.devices()``). Also checks that the log weights are
-identical across the splits (same key).
+sharded over k host devices (``devices=jax.devices()``), k = the number of cores and 4. Beside
+them, the limit: 2,000 × one ``vmap(value_and_grad)`` plus a step's random draws, on one
+thread (``benchmarks/speed.py``'s ``time_limit``); the ``ph.hais`` times include its
+1,000-temperature pilot on 64 particles. Also checks that the log weights are identical
+across the splits (same key).
 
     python benchmarks/devices.py --out docs/devices.md
 """
@@ -24,8 +27,10 @@ import _machine
 
 CHILD = r"""
 import json, os, sys, time
+sys.path.insert(0, sys.argv[2])
 import jax, jax.numpy as jnp, numpy as np
 import ppl_hais as ph
+from speed import time_limit
 from ppl_hais.validation import product_of_experts
 sharded = sys.argv[1] == "sharded"
 rng = np.random.default_rng(5)
@@ -46,16 +51,20 @@ for name, target in cases.items():
         for _ in range(3):
             t = time.perf_counter(); r = ph.hais(jax.random.key(0), target, **kw)
             times.append(time.perf_counter() - t)
-        out[f"{name}|{p}"] = dict(time=min(times), lw=r.log_weights[:8].tolist())
+        limit = time_limit(target, p, 2000)
+        out[f"{name}|{p}"] = dict(time=min(times), lw=r.log_weights[:8].tolist(),
+                                  limit=2000 * min(limit() for _ in range(3)))
 print(json.dumps(out))
 """
 
 
 def run(env_extra, mode):
     env = dict(os.environ, **env_extra)
+    here = os.path.dirname(os.path.abspath(__file__))
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, mode], env=env, capture_output=True, text=True, check=True
-    )
+        [sys.executable, "-c", CHILD, mode, here], env=env, capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -67,10 +76,12 @@ def main():
     configs = {
         "threads (default)": ({}, "one"),
         "one group": ({"PPL_HAIS_CPU_THREADS": "1"}, "one"),
-        f"{cores} host devices": (
-            {"XLA_FLAGS": f"--xla_force_host_platform_device_count={cores}"},
-            "sharded",
-        ),
+        **{
+            f"{k} host devices": (
+                {"XLA_FLAGS": f"--xla_force_host_platform_device_count={k}"}, "sharded"
+            )
+            for k in sorted({cores, 4})
+        },
     }
     results = {name: run(env, mode) for name, (env, mode) in configs.items()}
     keys = list(next(iter(results.values())))
@@ -88,15 +99,17 @@ def main():
         f"{sys.version.split()[0]} · {time.strftime('%Y-%m-%d')} · "
         "warm `ph.hais`, 2,000 temperatures, best of 3 (seconds)",
         "",
-        "| target | particles | " + " | ".join(results) + " |",
-        "|---|---|" + "---|" * len(results),
+        "| target | particles | " + " | ".join(results) + " | limit, one thread "
+        "| default / limit |",
+        "|---|---|" + "---|" * (len(results) + 2),
     ]
     for k in keys:
         name, n = k.split("|")
+        limit = results["threads (default)"][k]["limit"]
         lines.append(
             f"| {name} | {n} | "
             + " | ".join(f"{results[c][k]['time']:.2f}" for c in results)
-            + " |"
+            + f" | {limit:.2f} | {results['threads (default)'][k]['time'] / limit:.2f} |"
         )
     lines += [
         "",

@@ -77,3 +77,23 @@ def test_every_normal_is_the_inverse_cdf_to_float32_precision():
     assert np.all(np.diff(z) >= 0) and 5.4 < z[-1] < 5.45
     negative = np.asarray(to_normal(jnp.asarray((m << 8) | np.uint32(1 << 31))))
     assert np.array_equal(negative, -z)
+
+
+def test_step_keys_are_independent_across_steps_and_split_like_a_population(key):
+    """split_particles(key, n, offset, step=i) replaces fold_in(key, i) in the annealing scan:
+    draws of one particle at consecutive steps, and of neighbouring particles at one step, are
+    uncorrelated; a group's keys are the population's slice."""
+    steps = np.stack([
+        np.asarray(jax.vmap(lambda k: fr.normal(k, (4,)))(fr.split_particles(key, 500, step=i)))
+        for i in range(3)
+    ])  # (step, particle, coordinate)
+    flat = steps.reshape(3, -1)
+    r = np.corrcoef(flat)[np.triu_indices(3, 1)]
+    assert np.max(np.abs(r)) < 4.5 / np.sqrt(flat.shape[1])
+    z = steps.ravel()
+    assert stats.kstest(z, "norm").pvalue > 1e-4
+    whole = jax.random.key_data(fr.split_particles(key, 64, step=7))
+    part = jax.random.key_data(fr.split_particles(key, 32, offset=32, step=7))
+    assert np.array_equal(np.asarray(whole)[32:], np.asarray(part))
+    other = jax.random.key_data(fr.split_particles(key, 64, step=8))
+    assert not np.any(np.all(np.asarray(whole) == np.asarray(other), axis=1))

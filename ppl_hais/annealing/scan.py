@@ -137,9 +137,7 @@ def anneal(
         log_step = jnp.interp(beta, ref_betas, ref_log_step) + offset
         step_size = jnp.exp(log_step)
         log_scale = coordinate_scale(states, beta)
-        keys = fast_random.split_particles(
-            jax.random.fold_in(key_steps, n), num_particles, particle_offset
-        )
+        keys = fast_random.split_particles(key_steps, num_particles, particle_offset, step=n)
         states, info = step_vmap(keys, states, target, beta, step_size, jnp.exp(log_scale))
         mean_acc = jnp.mean(info.acceptance_rate)
         if adapt_target is not None:

@@ -144,13 +144,19 @@ def normal(key, shape, salt: int = 0, dtype=None):
     return normal_from_bits(bits(key, shape, salt), dtype)
 
 
-def split_particles(key, num: int, offset=0):
+def split_particles(key, num: int, offset=0, step=None):
     """``num`` per-particle keys for one step: cheap hashing instead of threefry splits.
 
     Particle i gets the key of index ``offset + i``, so a population run in several groups
     (``offset`` = the group's first index) draws the same numbers as one run of all of it.
+    ``step`` (an integer, traced or not) selects an independent set of keys, as
+    ``jax.random.fold_in(key, step)`` would, by hashing instead of threefry rounds (which on
+    CPU run as a loop of their own in every step of a scan).
     """
     k0, k1 = _key_words(key)
+    if step is not None:
+        t = _mix32(jnp.asarray(step).astype(jnp.uint32) ^ jnp.uint32(0x85EBCA6B))
+        k0, k1 = _mix32(k0 ^ t), _mix32(k1 + _mix32(t ^ jnp.uint32(0xC2B2AE35)))
     idx = jnp.arange(num, dtype=jnp.uint32) + jnp.asarray(offset).astype(jnp.uint32)
     w0 = _mix32(idx ^ k0)
     w1 = _mix32(w0 + k1)
