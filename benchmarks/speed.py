@@ -57,7 +57,13 @@ def time_limit(target, num_particles, num_steps):
     D normals (the momentum refresh) and one uniform (the Metropolis test) per particle."""
     z0 = target.initial.sample(jax.random.key(0), num_particles)
     dim = z0.shape[1]
-    vg = jax.vmap(jax.value_and_grad(target.log_density))
+
+    def log_density(z):  # the target's, or prior × likelihood
+        if target.log_density is not None:
+            return target.log_density(z)
+        return target.initial.log_density(z) + target.log_likelihood(z)
+
+    vg = jax.vmap(jax.value_and_grad(log_density))
 
     @jax.jit
     def run(z, key):
