@@ -25,6 +25,7 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -33,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import mcmc
+from .progress import QUIET_CALLBACK_ERRORS
 
 __all__ = [
     "BernoulliEnvelope",
@@ -41,6 +43,7 @@ __all__ = [
     "GaussianEnvelope",
     "RejectionBudgetError",
     "UniformEnvelope",
+    "budget_errors",
     "exchange_step",
     "gibbs_fantasy",
     "hmc_fantasy",
@@ -49,6 +52,35 @@ __all__ = [
 
 class RejectionBudgetError(RuntimeError):
     """Exact sampling by rejection ran out of proposals."""
+
+
+QUIET_CALLBACK_ERRORS.append(RejectionBudgetError)  # raised from callbacks on purpose
+
+
+@contextlib.contextmanager
+def budget_errors():
+    """Raise a spent rejection budget as :class:`RejectionBudgetError` from compiled code too.
+
+    Inside a compiled loop the library does not own (NumPyro's ``MCMC``, ``Predictive``), a
+    spent budget is raised from a host callback, and JAX re-raises every callback error as
+    its own ``JaxRuntimeError`` (ours only as the text at its end, not chained). Within this
+    context such an error comes out as ``RejectionBudgetError`` with our message (the JAX
+    error as its ``__cause__``); every other error passes unchanged.
+
+    Example
+    -------
+    >>> import jax, ppl_hais as ph
+    >>> with ph.exchange.budget_errors():   # around mcmc.run(...) or Predictive(...)(...)
+    ...     pass
+    """
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as err:
+        marker = f"{RejectionBudgetError.__name__}: "
+        text = str(err)
+        if marker not in text:
+            raise
+        raise RejectionBudgetError(text.rsplit(marker, 1)[1].strip()) from err
 
 
 def budget_message(accepted, needed, proposals):

@@ -35,12 +35,17 @@ class Interrupted(Exception):
     """Raised inside a compiled scan's callback to stop it after Ctrl-C."""
 
 
+# exceptions our callbacks raise on purpose, which reach the user with their own message
+QUIET_CALLBACK_ERRORS: list[type] = [Interrupted]
+
+
 class _QuietInterrupt(logging.Filter):
-    """JAX logs every failing callback with its traceback; a requested stop is not a failure."""
+    """JAX logs every failing callback with its traceback; a requested stop is not a failure,
+    and an error the user gets anyway (a spent rejection budget) need not be printed twice."""
 
     def filter(self, record):
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, Interrupted)
+        return not isinstance(exc, tuple(QUIET_CALLBACK_ERRORS))
 
 
 logging.getLogger("jax._src.debugging").addFilter(_QuietInterrupt())

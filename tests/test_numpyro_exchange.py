@@ -146,6 +146,31 @@ def test_budget_errors_name_rejection_budget():
         d.sample(jax.random.key(0), (200,))
     with pytest.raises(Exception, match="RejectionBudgetError"):  # through the host callback
         jax.jit(lambda k: d.sample(k, (200,)))(jax.random.key(0)).block_until_ready()
+    # phn.budget_errors() gives it back its own type, from compiled code too
+    with pytest.raises(ph.RejectionBudgetError, match="spent its budget"):
+        with phn.budget_errors():
+            jax.jit(lambda k: d.sample(k, (200,)))(jax.random.key(0)).block_until_ready()
+    with pytest.raises(KeyError), phn.budget_errors():  # others pass unchanged
+        raise KeyError("not ours")
+
+
+def test_spent_budget_inside_numpyro_mcmc_is_a_rejection_budget_error():
+    """The issue's plate model with a θ whose fantasies need far more proposals than the
+    budget: inside NumPyro's MCMC the error surfaces as RejectionBudgetError within
+    phn.budget_errors()."""
+    data = jnp.zeros(50)
+
+    def model(x):
+        theta = numpyro.sample("theta", dist.Normal(60.0, 1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("x", phn.BoundedEnergyDist(energy_1d, dist.Normal(0.0, 1.0), theta),
+                           obs=x)  # fmt: skip
+
+    mcmc = MCMC(phn.Exchange(model, max_proposals=200), num_warmup=5, num_samples=5,
+                progress_bar=False)  # fmt: skip
+    with pytest.raises(ph.RejectionBudgetError, match="max_proposals=200"):
+        with phn.budget_errors():
+            mcmc.run(jax.random.key(1), data)
 
 
 def test_envelope_must_be_a_distribution():

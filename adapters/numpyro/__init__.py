@@ -18,6 +18,8 @@ log-Jacobians of ``biject_to(support)``), the **likelihood** is every observed s
 ``pm.sample_smc`` does with Potentials). Then log Z = log p(data | model).
 """
 
+from ppl_hais.exchange import budget_errors
+
 from .exchange import BoundedEnergyDist, Exchange
 from .hais import HAIS
 from .mcmc import ReducedFlipHMC, ReducedFlipHMCState
@@ -28,6 +30,7 @@ __all__ = [
     "bdmc",
     "BoundedEnergyDist",
     "Exchange",
+    "budget_errors",
     "ReducedFlipHMC",
     "ReducedFlipHMCState",
     "NumPyroTarget",
