@@ -179,6 +179,18 @@ class BoundedEnergy:
         """log π(x) + log σ(−E(x; θ)): log p(x | θ) + log Z(θ), per datum."""
         return self.envelope.log_prob(x) + self.log_factor(x, theta)
 
+    def check_data(self, data):
+        """Refuse data outside the envelope's support: p(x | θ) is 0 there for every θ, so no
+        exchange chain could explain them (and rejection never proposes them)."""
+        log_pi = np.asarray(self.envelope.log_prob(jnp.asarray(data)))
+        bad = int(np.sum(~np.isfinite(log_pi)))
+        if bad:
+            raise ValueError(
+                f"{bad} of {data.shape[0]} observed data lie outside the envelope's support "
+                "(log π(x) is not finite there): p(x | θ) = π(x)σ(−E)/Z(θ) is 0 at them. Choose "
+                "an envelope whose support covers the data."
+            )
+
     def sample(self, key, theta, num: int, *, max_proposals: int = 1_000_000, batch_size=None):
         """``num`` exact draws; returns ``(draws, proposals_used)``.
 

@@ -173,6 +173,18 @@ def test_spent_budget_inside_numpyro_mcmc_is_a_rejection_budget_error():
             mcmc.run(jax.random.key(1), data)
 
 
+def test_data_outside_the_envelope_support_are_refused():
+    def model(x):
+        theta = numpyro.sample("theta", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("x", phn.BoundedEnergyDist(energy_1d, dist.HalfNormal(1.0), theta),
+                           obs=x)  # fmt: skip
+
+    mcmc = MCMC(phn.Exchange(model), num_warmup=1, num_samples=1, progress_bar=False)
+    with pytest.raises(ValueError, match="2 of 5 observed data lie outside the envelope"):
+        mcmc.run(jax.random.key(0), jnp.array([0.5, -1.0, 2.0, -0.1, 1.0]))
+
+
 def test_envelope_must_be_a_distribution():
     with pytest.raises(TypeError, match="envelope"):
         phn.BoundedEnergyDist(energy_1d, object(), 1.0)

@@ -227,6 +227,7 @@ class Exchange(ModelKernel):
             data = data[keep]
         if data.shape[0] == 0:
             raise ValueError(f"site '{name}' has no observed (unmasked) data")
+        bounded.model.check_data(data)
         prior_model = handlers.block(self._model, hide=[name])
         info = initialize_model(
             key_model, prior_model, init_strategy=self._init_strategy,

@@ -46,14 +46,7 @@ def _check(model, draws, tune, chains, data, envelope):
         )
     if data.ndim < 1 or data.shape[0] == 0:
         raise ValueError(f"observed must have a leading data axis with ≥ 1 datum, got {data.shape}")
-    log_pi = np.asarray(envelope.log_prob(data))
-    bad = int(np.sum(~np.isfinite(log_pi)))
-    if bad:
-        raise ValueError(
-            f"{bad} of {data.shape[0]} observed data lie outside the envelope's support "
-            "(log π(x) is not finite there): p(x | θ) = π(x)σ(−E)/Z(θ) is 0 at them. Choose an "
-            "envelope whose support covers the data."
-        )
+    ph.BoundedEnergy(None, envelope).check_data(data)
 
 
 @float64
