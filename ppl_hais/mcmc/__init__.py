@@ -9,8 +9,9 @@ module             one job
 ``lookahead``      leap / flip / stay with reduced flips and look-ahead (seed 001 ch. 6)
 ``hmc``            the transition: :func:`~.hmc.move` and :func:`~.hmc.partial_refresh`
 ``kernel``         BlackJAX-style ``init`` / ``build_kernel`` of reduced-flip HMC
-``adaptation``     warmup: dual averaging of ε, diagonal mass in Stan's windows
-``sampler``        :func:`sample`: warmup and draws of many chains in one compiled scan
+``adaptation``     warmup: dual averaging of ε, diagonal mass in Stan's windows, MEADS damping
+``lanes``          chains that work through their own transitions (one trajectory per step)
+``sampler``        :func:`sample`: warmup and draws of many chains in one compiled loop
 =================  ===========================================================================
 
 Example

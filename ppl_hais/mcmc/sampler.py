@@ -1,14 +1,8 @@
 """Warmup and sampling of many chains of reduced-flip HMC in one compiled call.
 
-A transition integrates one trajectory, or more after a rejection (the backward trajectory of
-a reduced flip, the look-ahead ones). Vectorized chains that each made one transition per
-step of a loop would all wait for the chain that needs the most trajectories: with 32 chains
-nearly every step has a chain that rejected, so reduced flips cost every chain a second
-gradient. Here every chain instead works through its own transitions: one loop step
-integrates one trajectory for every chain (:func:`~ppl_hais.mcmc.lookahead.advance`), and a
-chain whose transition is settled starts its next one at the next step. A chain's draws are
-those of a chain run alone; the batch executes about its own gradients plus the wait at the
-end of a phase for the chain that took longest.
+Every chain works through its own transitions (:mod:`.lanes`): a vectorized batch does not
+pay a backward trajectory whenever any chain rejects, and a chain's draws are those it would
+make alone.
 
 Warmup: per chain, dual averaging of the step size and a diagonal mass matrix in Stan's
 windows (:mod:`.adaptation`); over the population of chains, the momentum refresh by MEADS's
@@ -26,7 +20,7 @@ Example
 from __future__ import annotations
 
 import time
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import jax
@@ -35,9 +29,8 @@ import numpy as np
 
 from .._renamed import refuse_unknown, renamed
 from ..precision import float64, in_thread
-from ..progress import close_bar, open_bar, run_interruptibly, tick
-from ..target import Potential
-from . import fast_random, lookahead
+from ..progress import close_bar, open_bar, run_interruptibly
+from . import fast_random
 from .adaptation import (
     adaptation_init,
     adaptation_schedule,
@@ -45,15 +38,9 @@ from .adaptation import (
     damping_refresh,
     max_eigenvalue,
 )
-from .kernel import (
-    ReducedFlipState,
-    _potential_fn,
-    complete,
-    find_reasonable_step_size,
-    init,
-    prepare,
-    resolve_uniform,
-)
+from .kernel import find_reasonable_step_size, init, resolve_uniform
+from .lanes import lane as start_lane
+from .lanes import micro_step, run_phase
 from .lookahead import FLIPS
 
 __all__ = ["MCMCResult", "sample"]
@@ -75,15 +62,6 @@ class MCMCResult(NamedTuple):
     executed_gradients: Any = None  # (warmup, sampling): gradients per chain the batch ran
 
 
-class _Lane(NamedTuple):
-    """One chain inside the loop."""
-
-    state: ReducedFlipState  # between transitions; its momentum/uniform already prepared
-    moving: lookahead.Trajectories  # the transition in progress (k = 0: none)
-    count: Any  # transitions completed in this phase
-    grads: Any  # own gradient evaluations in this phase
-
-
 class _Draws(NamedTuple):
     """A chain's draws, filled in as its transitions complete, and the thinning accumulators."""
 
@@ -93,66 +71,6 @@ class _Draws(NamedTuple):
     flipped: Any  # any flip / divergence and the gradients since the last kept draw
     divergent: Any
     grads: Any
-
-
-def _lane(state, num_lookahead):
-    pot = Potential(state.logdensity, 0.0, state.logdensity_grad, 0.0)
-    tr = lookahead.begin(0.0, state.position, state.momentum, pot, 1.0, lookahead=num_lookahead)
-    zero = jnp.zeros((), jnp.int32)
-    return _Lane(state, tr, zero, zero)
-
-
-def _micro_step(lane, active, key, step_size, refresh, inverse_mass, *, logdensity_fn,
-                num_leapfrog, num_lookahead, flips, uniform):  # fmt: skip
-    """One trajectory of one chain: start a transition if none is in progress, integrate one
-    trajectory, and settle the transition if it is done. Inactive chains stay as they are."""
-    idle = lane.moving.k == 0
-    prepared, u = prepare(jax.random.fold_in(key, lane.count), lane.state, step_size, refresh,
-                          inverse_mass, num_leapfrog=num_leapfrog, uniform=uniform)  # fmt: skip
-    pot = Potential(prepared.logdensity, 0.0, prepared.logdensity_grad, 0.0)
-    fresh = lookahead.begin(u, prepared.position, prepared.momentum, pot, 1.0,
-                            lookahead=num_lookahead, inverse_mass=inverse_mass)  # fmt: skip
-    pick = partial(jax.tree.map, lambda a, b: jnp.where(idle, a, b))
-    state, tr = pick(prepared, lane.state), pick(fresh, lane.moving)
-    tr = lookahead.advance(
-        tr, _potential_fn(logdensity_fn), 1.0, step_size, num_steps=num_leapfrog,
-        lookahead=num_lookahead, flips=flips, inverse_mass=inverse_mass,
-    )  # fmt: skip
-    new_state, info = complete(state, *lookahead.finish(tr, num_steps=num_leapfrog),
-                               uniform=uniform)  # fmt: skip
-    done = tr.done & active
-    state = jax.tree.map(lambda a, b: jnp.where(done, a, b), new_state, state)
-    tr = tr._replace(k=jnp.where(tr.done, 0, tr.k))
-    new = _Lane(state, tr, lane.count + done, lane.grads + num_leapfrog)
-    new = jax.tree.map(lambda a, b: jnp.where(active, a, b), new, lane)
-    return new, done, info
-
-
-def _run_phase(lanes, extra, total, keys, params, settle, run_id, offset, every, **kw):
-    """Step every chain until each has completed ``total`` transitions.
-
-    ``params(extra, lanes) -> (step_size, refresh, inverse_mass)`` per chain; ``settle(extra,
-    lanes, done, info) -> extra`` after each step. Returns (lanes, extra, loop steps)."""
-    micro = jax.vmap(partial(_micro_step, **kw))
-
-    def body(c):
-        lanes, extra, it = c
-        active = lanes.count < total
-        step_size, refresh, inverse_mass = params(extra, lanes)
-        lanes, done, info = micro(lanes, active, keys, step_size, refresh, inverse_mass)
-        extra = settle(extra, lanes, done, info)
-        # the progress tick (run id 0: no bar) is also where Ctrl-C stops the loop
-        jax.lax.cond(
-            it % every == 0,
-            lambda: jax.debug.callback(tick, run_id, offset + jnp.min(lanes.count),
-                                       ordered=False),  # fmt: skip
-            lambda: None,
-        )
-        return lanes, extra, it + 1
-
-    return jax.lax.while_loop(
-        lambda c: jnp.any(c[0].count < total), body, (lanes, extra, jnp.zeros((), jnp.int32))
-    )
 
 
 @lru_cache(maxsize=16)
@@ -177,7 +95,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
                 k_eps, states, logdensity_fn, inv_mass0),
         )  # fmt: skip
         adapt = jax.vmap(adaptation_init)(eps0, inv_mass0)
-        lanes = jax.vmap(_lane, (0, None))(states, num_lookahead)
+        lanes = jax.vmap(start_lane, (0, None))(states, num_lookahead)
         use_damping = auto_refresh and chains >= MIN_CHAINS_FOR_DAMPING and num_warmup > 0
         fixed = jnp.broadcast_to(refresh, (chains,))
 
@@ -210,7 +128,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
         warm_steps = jnp.zeros((), jnp.int32)
         log_lam = jnp.zeros((), x0.dtype)
         if num_warmup > 0:
-            lanes, (adapt, log_lam, _), warm_steps = _run_phase(
+            lanes, (adapt, log_lam, _), warm_steps = run_phase(
                 lanes, (adapt, log_lam, jnp.zeros((), x0.dtype)), num_warmup, k_warm,
                 warm_params, warm_settle, run_id, 0, every_warm, **kw,
             )  # fmt: skip
@@ -247,7 +165,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
             return eps, final_refresh, inv_mass
 
         def empty(n):
-            _, _, info = jax.eval_shape(lambda: _micro_step(
+            _, _, info = jax.eval_shape(lambda: micro_step(
                 jax.tree.map(lambda a: a[0], lanes), True, k_samp[0], eps[0], final_refresh[0],
                 inv_mass[0], **kw))  # fmt: skip
             false = jnp.zeros((n,), bool)
@@ -260,7 +178,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
 
         total = num_samples * thinning
         if chain_method == "vectorized":
-            lanes, draws, draw_steps = _run_phase(
+            lanes, draws, draw_steps = run_phase(
                 lanes, empty(chains), total, k_samp, draw_params, draw_settle, run_id,
                 num_warmup, every_draw, **kw,
             )  # fmt: skip
@@ -270,7 +188,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
             def alone(args):
                 lane, k, e, r, m = args
                 one = jax.tree.map(lambda a: a[None], lane)
-                lane, draws, steps = _run_phase(
+                lane, draws, steps = run_phase(
                     one, empty(1), total, k[None], lambda *_: (e[None], r[None], m[None]),
                     draw_settle, run_id, num_warmup, every_draw, **kw,
                 )  # fmt: skip

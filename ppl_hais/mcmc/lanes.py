@@ -1,0 +1,113 @@
+"""Chains that work through their own transitions: the loop behind :func:`ppl_hais.mcmc.sample`.
+
+A reduced-flip or look-ahead transition integrates one trajectory, or more after a rejection.
+Vectorized chains that each made one transition per loop step would all wait for the chain
+that needs the most trajectories. Here one loop step integrates one trajectory for every chain
+(:func:`micro_step`: start a transition if none is in progress, :func:`~.lookahead.advance`,
+settle it if done), and each chain keeps its own transition counter, so a chain whose
+transition is settled starts its next one at the next step. A chain's draws are the ones it
+would make alone; the batch executes about its own gradients plus, at the end of a phase,
+the wait for the chain that took longest. Step size, refresh and metric are read when a
+transition starts and stay fixed until it is settled, so adapting them between one chain's
+transitions (warmup) keeps every transition valid.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp
+>>> from ppl_hais.mcmc import init, lanes
+>>> logdensity = lambda x: -0.5 * jnp.sum(x**2)
+>>> states = jax.vmap(init, (0, None, 0))(jnp.zeros((3, 2)), logdensity,
+...                                      jax.random.split(jax.random.key(0), 3))
+>>> start = jax.vmap(lanes.lane, (0, None))(states, 1)
+>>> one = lambda extra, lanes_: (jnp.full(3, 0.5), jnp.full(3, 0.5), jnp.ones((3, 2)))
+>>> out, _, steps = lanes.run_phase(
+...     start, None, 10, jax.random.split(jax.random.key(1), 3), one, lambda e, *_: e, 0, 0, 5,
+...     logdensity_fn=logdensity, num_leapfrog=1, num_lookahead=1, flips="reduced",
+...     uniform="persistent")
+>>> [int(c) for c in out.count]
+[10, 10, 10]
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..progress import tick
+from ..target import Potential
+from . import lookahead
+from .kernel import ReducedFlipState, _potential_fn, complete, prepare
+
+__all__ = ["Lane", "lane", "micro_step", "run_phase"]
+
+
+class Lane(NamedTuple):
+    """One chain inside the loop."""
+
+    state: ReducedFlipState  # between transitions; its momentum/uniform already prepared
+    moving: lookahead.Trajectories  # the transition in progress (k = 0: none)
+    count: Any  # transitions completed in this phase
+    grads: Any  # own gradient evaluations in this phase
+
+
+def lane(state, num_lookahead):
+    pot = Potential(state.logdensity, 0.0, state.logdensity_grad, 0.0)
+    tr = lookahead.begin(0.0, state.position, state.momentum, pot, 1.0, lookahead=num_lookahead)
+    zero = jnp.zeros((), jnp.int32)
+    return Lane(state, tr, zero, zero)
+
+
+def micro_step(lane, active, key, step_size, refresh, inverse_mass, *, logdensity_fn,
+                num_leapfrog, num_lookahead, flips, uniform):  # fmt: skip
+    """One trajectory of one chain: start a transition if none is in progress, integrate one
+    trajectory, and settle the transition if it is done. Inactive chains stay as they are."""
+    idle = lane.moving.k == 0
+    prepared, u = prepare(jax.random.fold_in(key, lane.count), lane.state, step_size, refresh,
+                          inverse_mass, num_leapfrog=num_leapfrog, uniform=uniform)  # fmt: skip
+    pot = Potential(prepared.logdensity, 0.0, prepared.logdensity_grad, 0.0)
+    fresh = lookahead.begin(u, prepared.position, prepared.momentum, pot, 1.0,
+                            lookahead=num_lookahead, inverse_mass=inverse_mass)  # fmt: skip
+    pick = partial(jax.tree.map, lambda a, b: jnp.where(idle, a, b))
+    state, tr = pick(prepared, lane.state), pick(fresh, lane.moving)
+    tr = lookahead.advance(
+        tr, _potential_fn(logdensity_fn), 1.0, step_size, num_steps=num_leapfrog,
+        lookahead=num_lookahead, flips=flips, inverse_mass=inverse_mass,
+    )  # fmt: skip
+    new_state, info = complete(state, *lookahead.finish(tr, num_steps=num_leapfrog),
+                               uniform=uniform)  # fmt: skip
+    done = tr.done & active
+    state = jax.tree.map(lambda a, b: jnp.where(done, a, b), new_state, state)
+    tr = tr._replace(k=jnp.where(tr.done, 0, tr.k))
+    new = Lane(state, tr, lane.count + done, lane.grads + num_leapfrog)
+    new = jax.tree.map(lambda a, b: jnp.where(active, a, b), new, lane)
+    return new, done, info
+
+
+def run_phase(lanes, extra, total, keys, params, settle, run_id, offset, every, **kw):
+    """Step every chain until each has completed ``total`` transitions.
+
+    ``params(extra, lanes) -> (step_size, refresh, inverse_mass)`` per chain; ``settle(extra,
+    lanes, done, info) -> extra`` after each step. Returns (lanes, extra, loop steps)."""
+    micro = jax.vmap(partial(micro_step, **kw))
+
+    def body(c):
+        lanes, extra, it = c
+        active = lanes.count < total
+        step_size, refresh, inverse_mass = params(extra, lanes)
+        lanes, done, info = micro(lanes, active, keys, step_size, refresh, inverse_mass)
+        extra = settle(extra, lanes, done, info)
+        # the progress tick (run id 0: no bar) is also where Ctrl-C stops the loop
+        jax.lax.cond(
+            it % every == 0,
+            lambda: jax.debug.callback(tick, run_id, offset + jnp.min(lanes.count),
+                                       ordered=False),  # fmt: skip
+            lambda: None,
+        )
+        return lanes, extra, it + 1
+
+    return jax.lax.while_loop(
+        lambda c: jnp.any(c[0].count < total), body, (lanes, extra, jnp.zeros((), jnp.int32))
+    )
