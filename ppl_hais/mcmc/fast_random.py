@@ -26,7 +26,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["check_key", "normal", "uniform", "split_particles"]
+__all__ = ["check_key", "fold_in", "normal", "uniform", "split_particles"]
 
 _SQRT2 = 1.4142135623730951
 
@@ -161,3 +161,10 @@ def split_particles(key, num: int, offset=0, step=None):
     w0 = _mix32(idx ^ k0)
     w1 = _mix32(w0 + k1)
     return jax.random.wrap_key_data(jnp.stack([w0, w1], axis=-1))
+
+
+def fold_in(key, data):
+    """A key for the integer ``data`` (traced or not) derived from ``key``, as
+    ``jax.random.fold_in`` gives one, by the hashing of :func:`split_particles` instead of
+    threefry rounds (a loop of their own on XLA:CPU, in every step of a compiled loop)."""
+    return split_particles(key, 1, step=data)[0]

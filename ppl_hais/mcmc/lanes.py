@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from ..progress import tick
 from ..target import Potential
-from . import lookahead
+from . import fast_random, lookahead
 from .kernel import ReducedFlipState, _potential_fn, complete, prepare
 
 __all__ = ["Lane", "lane", "micro_step", "run_phase"]
@@ -65,7 +65,7 @@ def micro_step(lane, active, key, step_size, refresh, inverse_mass, *, logdensit
     """One trajectory of one chain: start a transition if none is in progress, integrate one
     trajectory, and settle the transition if it is done. Inactive chains stay as they are."""
     idle = lane.moving.k == 0
-    prepared, u = prepare(jax.random.fold_in(key, lane.count), lane.state, step_size, refresh,
+    prepared, u = prepare(fast_random.fold_in(key, lane.count), lane.state, step_size, refresh,
                           inverse_mass, num_leapfrog=num_leapfrog, uniform=uniform)  # fmt: skip
     pot = Potential(prepared.logdensity, 0.0, prepared.logdensity_grad, 0.0)
     fresh = lookahead.begin(u, prepared.position, prepared.momentum, pot, 1.0,
