@@ -97,7 +97,7 @@ class ReducedFlipHMC(ModelKernel):
         As :func:`ppl_hais.mcmc.build_kernel` (None: persistent for ``lookahead=1``).
 
     Extra fields: ``accept_prob``, ``is_flipped``, ``lookahead_depth``, ``num_steps``
-    (gradients used), ``step_size``, ``potential_energy``, ``diverging``.
+    (gradients used), ``step_size``, ``refresh``, ``potential_energy``, ``diverging``.
 
     Example
     -------

@@ -178,7 +178,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
 
         total = num_samples * thinning
         if chain_method == "vectorized":
-            lanes, draws, draw_steps = run_phase(
+            _, draws, draw_steps = run_phase(
                 lanes, empty(chains), total, k_samp, draw_params, draw_settle, run_id,
                 num_warmup, every_draw, **kw,
             )  # fmt: skip
@@ -194,10 +194,10 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
                 )  # fmt: skip
                 return jax.tree.map(lambda a: a[0], (lane, draws)), steps
 
-            (lanes, draws), draw_steps = jax.lax.map(
+            (_, draws), draw_steps = jax.lax.map(
                 alone, (lanes, k_samp, eps, final_refresh, inv_mass))  # fmt: skip
         return (draws.position, draws.logdensity, draws.info, eps, inv_mass, final_refresh,
-                warm_grads, lanes.grads, warm_steps * num_leapfrog, draw_steps * num_leapfrog)
+                warm_grads, warm_steps * num_leapfrog, draw_steps * num_leapfrog)
 
     return jax.jit(run)
 
@@ -324,7 +324,7 @@ def sample(
         if progress_bar:
             close_bar(run_id)
     wall = time.perf_counter() - start
-    xs, logp, info, eps, inv_mass, refresh_out, warm_grads, _, warm_exec, draw_exec = out
+    xs, logp, info, eps, inv_mass, refresh_out, warm_grads, warm_exec, draw_exec = out
     stats = {name: np.asarray(v) for name, v in info._asdict().items()}
     stats["logdensity"] = np.asarray(logp)
     return MCMCResult(
