@@ -8,8 +8,8 @@ default); *one group*: one device, ``PPL_HAIS_CPU_THREADS=1``; *k devices*: the 
 sharded over k host devices (``devices=jax.devices()``), k = the number of cores and 4. Beside
 them, the limit of the whole call: one ``vmap(value_and_grad)`` plus a step's random draws
 (``benchmarks/speed.py``'s ``time_limit``, one thread) for each of the main run's 2,000
-temperatures and each of the pilot's 1,100 steps on 64 particles. Also checks that the log weights are identical
-across the splits (same key).
+temperatures and each of the pilot's 1,100 steps on 64 particles. Also checks that the log
+weights are identical across the splits (same key).
 
     python benchmarks/devices.py --out docs/devices.md
 """
