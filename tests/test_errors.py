@@ -21,7 +21,8 @@ def test_nan_regions_are_rejected_and_counted(key):
         return jnp.where(z[0] > 1.0, jnp.nan, -0.5 * jnp.sum(z**2))
 
     t = ph.AnnealingTarget(log_density=log_density, initial=ph.Gaussian(np.zeros(2), 0.5))
-    r = ph.hais(key, t, num_particles=64, num_steps=300, step_size=0.3, progress_bar=False)
+    with pytest.warns(ph.EvidenceWarning, match="nonfinite: .* NaN/inf density"):
+        r = ph.hais(key, t, num_particles=64, num_steps=300, step_size=0.3, progress_bar=False)
     assert r.num_nonfinite > 0
     assert np.all(r.particles[np.isfinite(r.log_weights), 0] <= 1.0)
     assert "non-finite proposals rejected" in r.summary()
