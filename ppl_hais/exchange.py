@@ -26,6 +26,7 @@ Example
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -123,7 +124,9 @@ class BoundedEnergy:
     def check_data(self, data):
         """Refuse data outside the envelope's support: p(x | θ) is 0 there for every θ, so no
         exchange chain could explain them (and rejection never proposes them)."""
-        log_pi = np.asarray(self.envelope.log_prob(jnp.asarray(data)))
+        with warnings.catch_warnings():  # NumPyro's out-of-support note: the error says it
+            warnings.simplefilter("ignore", UserWarning)
+            log_pi = np.asarray(self.envelope.log_prob(jnp.asarray(data)))
         bad = int(np.sum(~np.isfinite(log_pi)))
         if bad:
             raise ValueError(
