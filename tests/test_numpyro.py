@@ -348,3 +348,19 @@ def test_log_joint_matches_numpyro_potential_energy():
         z = jnp.asarray(rng.normal(size=nt.dim))
         expected = -potential_energy(model, (), {"y": y}, nt.unravel(z))
         np.testing.assert_allclose(nt.log_joint(z), expected, rtol=1e-12, atol=1e-10)
+
+
+def test_adapter_works_when_arviz_was_imported_first():
+    """ArviZ >= 1 registers numpyro as a lazy module; the adapter must load it whole, or
+    numpyro.factor fails later (numpyro.distributions without `distribution`)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import arviz, ppl_hais\n"
+        "from ppl_hais.adapters import numpyro as phn\n"
+        "import numpyro.distributions as d\n"
+        "assert hasattr(d, 'distribution')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

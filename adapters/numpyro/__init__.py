@@ -18,12 +18,20 @@ log-Jacobians of ``biject_to(support)``), the **likelihood** is every observed s
 ``pm.sample_smc`` does with Potentials). Then log Z = log p(data | model).
 """
 
-from ppl_hais.exchange import budget_errors
+import numpyro as _numpyro
 
-from .exchange import BoundedEnergyDist, Exchange
-from .hais import HAIS
-from .mcmc import ReducedFlipHMC, ReducedFlipHMCState
-from .target import NumPyroTarget, bdmc, guide_initial
+# ArviZ >= 1 (arviz_base) registers numpyro as a lazy module when ArviZ is imported first;
+# importing numpyro's submodules through that half-loaded module leaves
+# numpyro.distributions without its `distribution` attribute, and numpyro.factor then fails
+# (seen with arviz-base 1.3.1, numpyro 0.22). Touching an attribute loads numpyro fully first.
+_numpyro.__version__
+
+from ppl_hais.exchange import budget_errors  # noqa: E402
+
+from .exchange import BoundedEnergyDist, Exchange  # noqa: E402
+from .hais import HAIS  # noqa: E402
+from .mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: E402
+from .target import NumPyroTarget, bdmc, guide_initial  # noqa: E402
 
 __all__ = [
     "HAIS",
