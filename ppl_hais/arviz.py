@@ -132,9 +132,13 @@ def group_names(obj) -> list[str]:
     return list(obj.children) if hasattr(obj, "children") else list(obj.groups())
 
 
-def sample_stats_dataset(results: Sequence, checks: Sequence[str] | None = None) -> xr.Dataset:
+def sample_stats_dataset(
+    results: Sequence, checks: Sequence[str] | None = None, bias=None
+) -> xr.Dataset:
     """Per-chain evidence, its checks and weights, per-temperature diagnostics, one chain per
-    result. ``checks``: the pooled estimate's failed checks (default: the chains' own)."""
+    result. ``checks``: the pooled estimate's failed checks (default: the chains' own);
+    ``bias``: the pooled estimate's :class:`~ppl_hais.bias.BiasCheck` (scalars
+    ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``)."""
     chains = np.arange(len(results))
     num_bins = min(len(r.trace.beta) for r in results)
     stack = lambda f: np.stack([np.asarray(f(r))[:num_bins] for r in results])  # noqa: E731
@@ -163,6 +167,10 @@ def sample_stats_dataset(results: Sequence, checks: Sequence[str] | None = None)
         data[name] = xr.DataArray(stack(f), dims=["chain", "temperature_bin"])
     if any(np.isfinite(r.log_z_upper) for r in results):
         data["log_marginal_likelihood_upper"] = per_chain(lambda r: r.log_z_upper)
+    if bias is not None:
+        data["log_marginal_likelihood_reverse"] = xr.DataArray(bias.log_z_upper)
+        data["bias_gap"] = xr.DataArray(bias.gap)
+        data["bias_gap_se"] = xr.DataArray(bias.gap_se)
     ds = xr.Dataset(data, coords={"chain": chains})
     if checks is None:
         checks = [msg for r in results for msg in r.checks]
@@ -190,18 +198,20 @@ def from_ais(
     attrs: Mapping | None = None,
     checks: Sequence[str] | None = None,
     initial: str | None = None,
+    bias=None,
     library: str = "ppl_hais",
 ):
     """ArviZ output of annealing results (one per chain) and their resampled draws.
 
     ``posterior`` (and ``log_likelihood``) map names to arrays shaped (chain, draw, ...);
     ``observed_data``/``constant_data`` to arrays without sample dimensions. ``checks``: the
-    pooled estimate's failed trust checks; ``initial``: where annealing started.
+    pooled estimate's failed trust checks; ``initial``: where annealing started; ``bias``: its
+    bias check (:mod:`ppl_hais.bias`).
     Returns a DataTree on ArviZ >= 1, an InferenceData on ArviZ 0.x.
     """
     groups = {
         "posterior": dataset(posterior, coords=coords, dims=dims),
-        "sample_stats": sample_stats_dataset(results, checks),
+        "sample_stats": sample_stats_dataset(results, checks, bias),
     }
     if log_likelihood:
         groups["log_likelihood"] = dataset(log_likelihood, coords=coords, dims=dims)

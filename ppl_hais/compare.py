@@ -34,14 +34,15 @@ def _from_idata(idata):
         ("evidence_warning" in ss and np.any(np.asarray(ss["evidence_warning"].values)))
         or ss.attrs.get("evidence_checks")
     )
+    gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
     if "log_marginal_likelihood_se" in ss:
         se = np.asarray(ss["log_marginal_likelihood_se"].values, float)
         est, var = pool(lml, se)
-        return est, float(np.sqrt(var)), warned
+        return est, float(np.sqrt(var)), warned, gap
     if lml.size > 1:  # independent chains without their own error bars: their spread
         est = float(logsumexp(lml) - np.log(lml.size))
-        return est, float(np.std(lml, ddof=1) / np.sqrt(lml.size)), warned
-    return float(lml[0]), float("nan"), warned
+        return est, float(np.std(lml, ddof=1) / np.sqrt(lml.size)), warned, gap
+    return float(lml[0]), float("nan"), warned, gap
 
 
 def evidence_of(obj):
@@ -52,16 +53,18 @@ def evidence_of(obj):
 
 
 def _estimate(obj):
-    """(log evidence, standard error, warned): ``warned`` is whether a trust check of that
-    estimate failed."""
+    """(log evidence, standard error, warned, bias gap): ``warned`` is whether a trust check
+    of that estimate failed; the gap is its bias check's (NaN when none ran)."""
+    gap = float(getattr(obj, "bias_gap", float("nan")))
     if hasattr(obj, "log_evidence") and hasattr(obj, "log_evidence_se"):
-        return float(obj.log_evidence), float(obj.log_evidence_se), bool(obj.warning)
+        return float(obj.log_evidence), float(obj.log_evidence_se), bool(obj.warning), gap
     if hasattr(obj, "log_z") and hasattr(obj, "log_z_se"):
-        return float(obj.log_z), float(obj.log_z_se), bool(getattr(obj, "warning", False))
+        warned = bool(getattr(obj, "warning", False))
+        return float(obj.log_z), float(obj.log_z_se), warned, gap
     if hasattr(obj, "sample_stats") or (hasattr(obj, "children") and "sample_stats" in obj):
         return _from_idata(obj)
     if isinstance(obj, tuple) and len(obj) == 2:
-        return float(obj[0]), float(obj[1]), False
+        return float(obj[0]), float(obj[1]), False, float("nan")
     raise TypeError(f"cannot read a log evidence from {type(obj).__name__}")
 
 
@@ -82,7 +85,8 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
         Sorted best first, like ``arviz.compare``: ``rank``, ``log_evidence``, ``se``,
         ``d_log_evidence`` (best minus this model), ``dse`` (its SE, the runs being independent),
         ``bayes_factor`` (evidence of the best model over this one), ``prob`` (posterior model
-        probability).
+        probability), ``warning``, ``gap`` (the bias check's reverse estimate minus the
+        estimate, in nats; NaN where none ran: :mod:`ppl_hais.bias`).
 
     Examples
     --------
@@ -118,6 +122,7 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
             "bayes_factor": np.exp(log_z[best] - log_z[order]),
             "prob": prob[order],
             "warning": warned[order],
+            "gap": np.array([e[3] for e in est])[order],
         },
         index=[names[i] for i in order],
     )

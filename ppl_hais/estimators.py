@@ -61,13 +61,18 @@ def importance_ess(log_weights) -> float:
     return float(np.exp(2 * logsumexp(lw) - logsumexp(2 * lw)))
 
 
+MIN_RUNS_FOR_SPREAD = 4  # runs whose spread stands in for an infinite SE
+
+
 def pool(log_z, se):
     """Pool independent runs of equal size: log of the mean of the Ẑ's, and its variance.
 
     The variance is the larger of two estimates: the runs' own (delta method on each run's SE
     from its weights) and the runs' spread, Var_c(Ẑ_c/Ẑ)/C. Runs that disagree by more than
     their weights say (heavy-tailed weights, a mode one run missed) widen the error bar. An
-    infinite SE (a run whose k̂ says the variance does not exist) stays infinite.
+    infinite SE (a run whose k̂ says its weights' variance does not exist) is replaced by the
+    spread of :data:`MIN_RUNS_FOR_SPREAD` or more runs (an estimate of the pooled Ẑ's
+    variance that needs no weights); with fewer runs it stays infinite.
     """
     log_z, se = np.atleast_1d(np.asarray(log_z, float)), np.atleast_1d(np.asarray(se, float))
     c = log_z.size
@@ -76,7 +81,9 @@ def pool(log_z, se):
     with np.errstate(invalid="ignore"):
         var = float(np.sum((rel * se) ** 2) / c**2)
     if np.any(np.isinf(se)):
-        return est, float("inf")
+        if c < MIN_RUNS_FOR_SPREAD:
+            return est, float("inf")
+        return est, float(np.var(rel, ddof=1) / c)
     if c > 1:
         var = max(var, float(np.var(rel, ddof=1) / c))
     return est, var

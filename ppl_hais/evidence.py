@@ -45,6 +45,8 @@ import numpy as np
 from . import diagnostics
 from .annealing import hais, survey
 from .annealing.kernels import hais_kernel, mixed_kernel
+from .bias import BiasCheck, check_bias, needs_check
+from .budget import SE_SLACK, choose_num_steps
 from .density import ModelDensity
 from .laplace import laplace_gaussian
 from .mcmc.fast_random import check_key
@@ -74,6 +76,17 @@ class Evidence:
     checks: tuple[str, ...]
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
     budget: dict | None = None  # target_se=: the probe's SE and the number of steps chosen
+    bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.bias)
+
+    @property
+    def log_z_upper(self) -> float:
+        """The bias check's reverse (upper) estimate; NaN when it did not run."""
+        return float("nan") if self.bias is None else self.bias.log_z_upper
+
+    @property
+    def bias_gap(self) -> float:
+        """``log_z_upper − log_z`` in nats; NaN when the bias check did not run."""
+        return float("nan") if self.bias is None else self.bias.gap
 
     @property
     def warning(self) -> bool:
@@ -247,7 +260,9 @@ def evidence(
     num_steps: int = 1000,
     target_se: float | None = None,
     max_num_steps: int = 100_000,
+    max_gradients: float | None = None,
     progress_bar: bool = True,
+    bias_check="auto",
     **hais_kwargs,
 ) -> Evidence:
     """The log evidence of a model by HAIS, checked, over ``num_chains`` independent runs.
@@ -260,8 +275,18 @@ def evidence(
 
     ``target_se``: choose the number of temperatures for this standard error instead of
     ``num_steps`` (see :func:`choose_num_steps`): easy models get few, hard ones up to
-    ``max_num_steps``; missing the target is reported as a failed check.
+    ``max_num_steps`` and, when given, ``max_gradients`` model gradients for the main run's
+    particles in all; missing the target is reported as a failed check.
+
+    ``bias_check``: anneal back from MCMC-refreshed posterior draws and report the gap to the
+    estimate in nats (:mod:`ppl_hais.bias`); a gap beyond its noise is a failed check that
+    states it. ``"auto"`` (default) checks runs that give a reason to (a target reaching past
+    the start, a lag, a tail in the weights, a failed check), so easy models pay nothing;
+    ``True`` always, ``False`` never. Not run for models with discrete coordinates or with a
+    reverse run of their own (``bidirectional``).
     """
+    if bias_check not in (True, False, "auto"):
+        raise ValueError(f"bias_check must be True, False or 'auto', got {bias_check!r}")
     rng_key = check_key(rng_key)
     num_chains = int(num_chains)
     if num_chains < 1:
@@ -275,7 +300,8 @@ def evidence(
         key_probe, key_chains = jax.random.split(key_chains)
         budget = choose_num_steps(
             key_probe, target, pilot, target_se, num_particles=num_particles,
-            num_chains=num_chains, max_num_steps=max_num_steps, discrete=_discrete(model),
+            num_chains=num_chains, max_num_steps=max_num_steps, max_gradients=max_gradients,
+            discrete=_discrete(model),
             **hais_kwargs,
         )  # fmt: skip
         num_steps = budget["num_steps"]
@@ -292,61 +318,30 @@ def evidence(
             results = out if num_chains > 1 else [out]
     log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
     checks = pooled_checks(results)
-    if budget is not None and not np.sqrt(var) <= _SE_SLACK * target_se:
+    if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
         checks = checks + (
             f"target_se: the standard error {np.sqrt(var):.3g} missed target_se={target_se:g} "
             f"with {num_steps} temperatures (the probe predicted {budget['predicted_se']:.3g}). "
             "Remedy: more particles or chains, or a larger max_num_steps.",
         )
-    out = Evidence(results, target, name, log_z, float(np.sqrt(var)), checks, choice, budget)
+    bias = None
+    own_reverse = hais_kwargs.get("bidirectional") or "reverse_from" in hais_kwargs
+    if bias_check and not own_reverse and not _discrete(model):
+        if bias_check is True or needs_check(results):
+            bias = check_bias(
+                jax.random.fold_in(rng_key, 29), target, results, pilot, log_z=log_z,
+                log_z_se=float(np.sqrt(var)), refresh=hais_kwargs.get("refresh", 0.5),
+                num_leapfrog=hais_kwargs.get("num_leapfrog", 1),
+                step_size=hais_kwargs.get("step_size", "auto"), progress_bar=progress_bar,
+            )  # fmt: skip
+            checks = checks + diagnostics.evidence_checks(
+                bias_gap=bias.gap, bias_gap_se=bias.gap_se
+            )
+    out = Evidence(
+        results, target, name, log_z, float(np.sqrt(var)), checks, choice, budget, bias
+    )
     diagnostics.warn(checks, "log evidence")
     return out
-
-
-_PROBE_STEPS = 200
-_SE_AIM = 0.9  # plan for 0.9 × target_se: the probe's SE is itself an estimate
-_SE_SLACK = 1.2  # a failed check when the SE exceeds 1.2 × target_se
-
-
-def choose_num_steps(
-    rng_key,
-    target,
-    pilot,
-    target_se,
-    *,
-    num_particles,
-    num_chains=1,
-    max_num_steps=100_000,
-    **hais_kwargs,
-) -> dict:
-    """The number of temperatures for a requested standard error, from a discarded probe run.
-
-    A probe anneals ``num_particles`` particles over 200 temperatures with the pilot's tuning
-    and measures its SE; for a well-annealed path Var(log Ẑ) ≈ c / (P·N) (AIS's variance falls
-    as 1/N with the path's thermodynamic length fixed), so N = 200·(SE_probe / 0.9 target)² / C
-    for C chains, between 200 and ``max_num_steps`` (0.9: the probe's SE is itself noisy; the
-    check fails above 1.2 × target). A probe whose SE is not finite (its
-    weights collapsed) gets ``max_num_steps``. The main run's N depends only on the discarded
-    probe, so its Ẑ stays unbiased; whether it met the target is checked afterwards.
-    """  # fmt: skip
-    if not target_se > 0:
-        raise ValueError(f"target_se must be positive, got {target_se!r}")
-    hais_kwargs = {k: v for k, v in hais_kwargs.items() if k != "bidirectional"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
-        probe = hais(
-            rng_key, target, num_particles=num_particles, num_steps=_PROBE_STEPS, pilot=pilot,
-            progress_bar=False, **hais_kwargs,
-        )  # fmt: skip
-    se = probe.log_z_se
-    if np.isfinite(se) and se > 0:
-        wanted = _PROBE_STEPS * (se / (_SE_AIM * target_se)) ** 2 / num_chains
-    else:
-        wanted = np.inf
-    steps = int(np.clip(np.ceil(wanted), _PROBE_STEPS, int(max_num_steps)))
-    predicted = se * np.sqrt(_PROBE_STEPS / steps / num_chains) if np.isfinite(se) else np.inf
-    return dict(probe_se=float(se), num_steps=steps, predicted_se=float(predicted),
-                probe_gradients=num_particles * _PROBE_STEPS)  # fmt: skip
 
 
 def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:

@@ -23,8 +23,10 @@ from .diagnostics import (
     KHAT_UNRELIABLE,
     evidence_checks,
     importance_ess,
+    khat_applies,
     lag_correlation,
     log_mean_exp_se,
+    max_relative_weight,
     pareto_khat,
 )
 
@@ -155,6 +157,7 @@ class AISResult:
         log_z, se = log_mean_exp_se(lw)
         ess = importance_ess(lw)
         khat = pareto_khat(lw)
+        max_weight = max_relative_weight(lw)
         lag = float("nan") if final_log_ratio is None else lag_correlation(lw, final_log_ratio)
         upper = upper_se = gap = gap_se = None
         if reverse_log_weights is not None:
@@ -170,6 +173,7 @@ class AISResult:
         steps = max(len(np.asarray(betas)) - 1, 1)
         checks = evidence_checks(
             khat=khat,
+            max_weight=max_weight,
             ess=ess,
             num_particles=lw.size,
             num_nonfinite=int(num_nonfinite) + n_nan,
@@ -181,7 +185,7 @@ class AISResult:
             discrete_acceptance=(settings or {}).get("discrete_acceptance"),
             remedy=(settings or {}).get("remedy"),
         )
-        unreliable = not (khat < KHAT_UNRELIABLE) and not np.isnan(khat)
+        unreliable = khat_applies(khat, max_weight) and not khat < KHAT_UNRELIABLE
         return cls(
             log_z=log_z + float(log_z_initial),
             log_z_se=float("inf") if unreliable else se,

@@ -24,7 +24,7 @@ import numpyro as _numpyro
 # importing numpyro's submodules through that half-loaded module leaves
 # numpyro.distributions without its `distribution` attribute, and numpyro.factor then fails
 # (seen with arviz-base 1.3.1, numpyro 0.22). Touching an attribute loads numpyro fully first.
-_numpyro.__version__
+_numpyro.__version__  # noqa: B018
 
 from ppl_hais.exchange import budget_errors  # noqa: E402
 

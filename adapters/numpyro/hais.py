@@ -69,6 +69,13 @@ class HAIS:
         Choose the number of temperatures for this standard error of the log evidence
         (a discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
         ignored): easy models cost little, hard ones get up to 100,000 temperatures.
+    max_gradients : float, optional
+        With ``target_se``: at most this many model gradients for the probes and the main run.
+    bias_check : "auto", True or False
+        Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
+        nats (``evidence.bias_gap``): a gap beyond its noise warns, stating it
+        (:mod:`ppl_hais.bias`). ``"auto"`` checks runs that give a reason to, so easy models
+        pay nothing.
     progress_bar : bool
 
     The estimate comes with its trust checks (Pareto k̂, importance ESS, chains' agreement):
@@ -94,6 +101,8 @@ class HAIS:
         adapt_mass_matrix=True,
         bidirectional=False,
         target_se=None,
+        max_gradients=None,
+        bias_check="auto",
         progress_bar=True,
     ):
         refuse_foreign_model(model)
@@ -114,6 +123,8 @@ class HAIS:
         self.adapt_mass_matrix = adapt_mass_matrix
         self.bidirectional = bidirectional
         self.target_se = target_se
+        self.max_gradients = max_gradients
+        self.bias_check = bias_check
         self.progress_bar = progress_bar
         self.evidence = None
         self._samples = None
@@ -161,6 +172,8 @@ class HAIS:
                 adapt_mass_matrix=self.adapt_mass_matrix,
                 bidirectional=self.bidirectional,
                 target_se=self.target_se,
+                max_gradients=self.max_gradients,
+                bias_check=self.bias_check,
                 progress_bar=self.progress_bar,
             )
         self._nt = nt
@@ -193,6 +206,12 @@ class HAIS:
         """True when a trust check failed (see ``evidence.checks``)."""
         self._require()
         return self.evidence.warning
+
+    @property
+    def bias_gap(self) -> float:
+        """The bias check's reverse estimate minus the estimate, in nats (NaN: not run)."""
+        self._require()
+        return self.evidence.bias_gap
 
     # -- posterior
     @float64
@@ -234,6 +253,9 @@ class HAIS:
                 f"Pareto k {r.pareto_k:.2f}, lag {r.lag:.2f}, "
                 f"acceptance {np.mean(r.acceptance):.2f}, {r.wall_time:.1f} s"
             )
+        if ev.bias is not None:
+            print(f"  bias check: reverse anneal from MCMC draws {ev.log_z_upper:.4f}, gap "
+                  f"{ev.bias_gap:+.4f} ± {ev.bias.gap_se:.4f} nats")  # fmt: skip
         for check in ev.checks:
             print(f"  WARNING {check}")
         numpyro.diagnostics.print_summary(
@@ -276,6 +298,7 @@ class HAIS:
             library="ppl_hais (numpyro)",
             checks=self.evidence.checks,
             initial=self.evidence.initial,
+            bias=self.evidence.bias,
         )
 
     # -- the core's pieces, for users who want them

@@ -88,6 +88,8 @@ def sample_hais(
     initial="auto",
     bidirectional: bool = False,
     target_se: float | None = None,
+    max_gradients: float | None = None,
+    bias_check="auto",
     **smc_kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
@@ -126,6 +128,14 @@ def sample_hais(
         Choose the number of temperatures for this standard error of the log evidence (a
         discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
         ignored): easy models cost little, hard ones get up to 100,000 temperatures.
+    max_gradients : float, optional
+        With ``target_se``: at most this many model gradients for the probes and the main run.
+    bias_check : "auto", True or False
+        Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
+        nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
+        beyond its noise warns, stating it (:mod:`ppl_hais.bias`). ``"auto"`` checks runs
+        that give a reason to (a target reaching past the start, a lag, a tail in the
+        weights, a failed check), so easy models pay nothing.
     compute_convergence_checks : bool
         Accepted as ``pm.sample_smc`` accepts it. The evidence's trust checks always run and
         warn: they are what makes the error bar trustworthy.
@@ -171,6 +181,8 @@ def sample_hais(
         refresh=refresh,
         bidirectional=bidirectional,
         target_se=target_se,
+        max_gradients=max_gradients,
+        bias_check=bias_check,
         progress_bar=progressbar,
     )
     results = ev.results
@@ -188,6 +200,7 @@ def sample_hais(
         library="ppl_hais (pymc)",
         checks=ev.checks,
         initial=ev.initial,
+        bias=ev.bias,
     )
     if (idata_kwargs or {}).get("log_likelihood", False):
         pm.compute_log_likelihood(idata, model=model, progressbar=False)

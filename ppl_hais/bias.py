@@ -1,0 +1,164 @@
+"""A bias check that does not read the forward run's weights: anneal back from posterior draws.
+
+A forward anneal's log Ẑ is a stochastic lower bound (E[log Ẑ] ≤ log Z). A *reverse* anneal
+from exact posterior draws back to the initial distribution estimates 1/Z without bias, so its
+log estimate is a stochastic upper bound, and the gap between the two bounds the bias of
+either (bidirectional Monte Carlo, Grosse et al. 2015, 2016). Users rarely have exact draws;
+this check makes approximate ones: the forward particles resampled by weight, then moved by
+:func:`ppl_hais.mcmc.sample` (reduced-flip HMC with its own warmup) at β = 1, so that the
+draws forget how the anneal left them, then the reverse anneal over the forward run's
+schedule and frozen tuning.
+
+What the gap means (measured, docs/bias_check.md): where the MCMC reaches mass the forward
+anneal missed (Neal's funnel from N(0, I)), the reverse estimate rises above the forward one
+and the gap shows the miss; where the MCMC misses it too (the 36-D product of Student-t
+experts, whose experts have tails heavier than Cauchy's), the reverse estimate is as low as
+the forward one and the gap is about 0. So a large gap *raises* a warning that states the
+gap in nats, as a lower bound on the estimate's shortfall; a small gap never clears one.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> from ppl_hais.bias import check_bias
+>>> target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / 2.0) ** 2),
+...                             ph.Gaussian(jnp.zeros(2)))
+>>> res = ph.hais(jax.random.key(0), target, num_particles=128, num_steps=300,
+...               progress_bar=False)
+>>> check = check_bias(jax.random.key(1), target, [res], num_draws=64, num_mcmc=100)
+>>> bool(abs(check.gap) < 0.2)
+True
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from . import diagnostics
+from .annealing.execution import run
+from .annealing.kernels import hais_kernel
+from .annealing.pilot import Pilot, survey
+from .estimators import log_mean_exp_se
+from .mcmc.sampler import sample as mcmc_sample
+from .precision import float64
+
+__all__ = ["BiasCheck", "check_bias", "needs_check"]
+
+# which runs are checked under bias_check="auto": a run whose target reaches past the start,
+# whose final positions predict their weights, whose weights show a tail, or that warned.
+# Easy models (a prior or Laplace start that covers the posterior) meet none of these
+# (outside ≤ 0.04, lag ≤ 0.13, k̂ ≤ 0.2 in docs/trust.md), so they pay nothing.
+SUSPECT_OUTSIDE = 0.05
+SUSPECT_LAG = 0.1
+SUSPECT_KHAT = 0.3
+
+
+class BiasCheck(NamedTuple):
+    """The reverse anneal's upper estimate and its distance to the forward estimate, in nats."""
+
+    log_z_upper: float  # the reverse anneal's estimate (an upper bound from exact draws)
+    log_z_upper_se: float
+    gap: float  # log_z_upper − the forward estimate
+    gap_se: float
+    num_draws: int  # reverse chains
+    gradients: int  # model gradients spent by the check (MCMC and reverse anneal)
+
+
+def needs_check(results) -> bool:
+    """Whether ``bias_check="auto"`` checks these (a chain's) results."""
+    for r in results:
+        tail = diagnostics.max_relative_weight(r.log_weights)
+        khat = r.pareto_k if diagnostics.khat_applies(r.pareto_k, tail) else 0.0
+        if (
+            r.checks
+            or khat >= SUSPECT_KHAT
+            or (np.isfinite(r.lag) and r.lag >= SUSPECT_LAG)
+            or (np.isfinite(r.outside_initial) and r.outside_initial >= SUSPECT_OUTSIDE)
+        ):
+            return True
+    return False
+
+
+@lru_cache(maxsize=16)
+def _final_log_density(target):
+    """log π_1 = log q + r of a target, one function per target object (so the MCMC that the
+    check runs compiles once per target)."""
+
+    def log_density(z):
+        p = target.potential(z)
+        return p.log_initial + p.log_ratio
+
+    return log_density
+
+
+@float64
+def check_bias(
+    rng_key,
+    target,
+    results,
+    pilot: Pilot | None = None,
+    *,
+    log_z: float | None = None,
+    log_z_se: float | None = None,
+    num_draws: int = 256,
+    num_mcmc: int = 200,
+    refresh: float = 0.5,
+    num_leapfrog: int = 1,
+    step_size="auto",
+    progress_bar: bool = False,
+) -> BiasCheck:
+    """Anneal back from MCMC-refreshed posterior draws; return the upper estimate and the gap.
+
+    ``results``: the forward run's chains (their particles are resampled by weight, pooled);
+    ``pilot``: the forward run's frozen tuning (step size and scale as functions of β), reused
+    backwards (``None`` with ``step_size="auto"``: a new pilot is run). ``num_draws`` reverse
+    chains start from the last draws of ``num_draws // 2`` MCMC chains (two draws each,
+    ``num_mcmc // 2`` apart) after ``num_mcmc`` warmup transitions. ``log_z``/``log_z_se``:
+    the forward estimate the gap is measured from (default: the pooled chains').
+    """
+    betas = np.asarray(results[0].betas, dtype=float)
+    particles = np.concatenate([np.asarray(r.particles) for r in results])
+    log_w = np.concatenate([np.asarray(r.log_weights) for r in results])
+    if log_z is None:
+        log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
+        log_z_se = float(np.sqrt(var))
+    key_pick, key_mcmc, key_rev = jax.random.split(rng_key, 3)
+    num_chains = max(int(num_draws) // 2, 2)
+    w = np.exp(log_w - np.max(log_w))
+    u = (np.asarray(jax.random.uniform(key_pick)) + np.arange(num_chains)) / num_chains
+    idx = np.minimum(np.searchsorted(np.cumsum(w / w.sum()), u), len(w) - 1)
+    mcmc = mcmc_sample(
+        key_mcmc, _final_log_density(target), particles[idx], num_warmup=int(num_mcmc),
+        num_samples=int(num_mcmc), flips="standard", progress_bar=False,
+    )  # fmt: skip
+    samples = np.asarray(mcmc.samples)
+    starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])
+    gradients = int(np.sum(mcmc.warmup_gradients) + np.sum(mcmc.stats["num_gradients"]))
+    kernel = hais_kernel(float(refresh), int(num_leapfrog), 1, "standard")
+    if step_size == "auto":
+        if pilot is None:  # tune one, as the forward run did (discarded: the bound stays valid)
+            pilot = survey(key_rev, target, kernel, num_steps=len(betas) - 1)
+        ref_betas, ref_log_step, scale = pilot.betas, pilot.log_step, pilot.scale
+    else:
+        ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(float(step_size)))
+        scale = None
+    out = run(
+        key_rev, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
+        jax.numpy.asarray(starts), num_bins=min(100, len(betas) - 1), progress_bar=progress_bar,
+        desc="bias check", scale_ref=scale,
+    )  # fmt: skip
+    rev = np.asarray(out["log_weights"], dtype=float)
+    rev = np.where(np.isnan(rev), -np.inf, rev)
+    gradients += int(len(starts) * (len(betas) - 1) * kernel.gradients_per_step)
+    if not np.any(np.isfinite(rev)):
+        upper, upper_se = float("inf"), float("inf")
+    else:
+        log_inv, upper_se = log_mean_exp_se(rev)
+        upper = float(target.log_z_initial) - log_inv
+    own_se = log_z_se if log_z_se is not None and np.isfinite(log_z_se) else 0.0
+    gap = float(upper - log_z)
+    return BiasCheck(upper, float(upper_se), gap, float(np.hypot(upper_se, own_se)),
+                     len(starts), gradients)  # fmt: skip

@@ -1,0 +1,96 @@
+"""How many temperatures a requested standard error needs, from discarded probe runs.
+
+A probe anneals the main run's number of particles over a few temperatures with the pilot's
+tuning and measures its SE; for a well-annealed path Var(log Ẑ) ≈ c / (P·N), so the main run
+gets N = N_probe·(SE_probe / 0.9·target)² / C temperatures for C chains. The main run's N
+depends only on discarded probes, so its Ẑ stays unbiased; whether it met the target is
+checked afterwards (the evidence workflow's ``target_se`` check).
+
+A probe whose SE is not finite (k̂ ≥ 0.7: its weights' variance is not estimable) says
+nothing about N. It gets a longer probe (4× the temperatures, while the budget allows), not
+the largest N allowed: an infinite SE from 200 temperatures had made a two-mode mixture, which
+200 temperatures get right, run 100,000 (51 M gradients).
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> from ppl_hais.budget import choose_num_steps
+>>> target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / 2.0) ** 2),
+...                             ph.Gaussian(jnp.zeros(2)))
+>>> plan = choose_num_steps(jax.random.key(0), target, None, 0.05, num_particles=128,
+...                         max_gradients=128 * 5_000)
+>>> 200 <= plan["num_steps"] <= 5_000
+True
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from . import diagnostics
+from .annealing import hais
+
+__all__ = ["choose_num_steps"]
+
+PROBE_STEPS = 200
+PROBE_GROWTH = 4  # an infinite-SE probe is rerun with this many times the temperatures
+SE_AIM = 0.9  # plan for 0.9 × target_se: the probe's SE is itself an estimate
+SE_SLACK = 1.2  # a failed check when the SE exceeds 1.2 × target_se
+
+
+def choose_num_steps(
+    rng_key,
+    target,
+    pilot,
+    target_se,
+    *,
+    num_particles,
+    num_chains=1,
+    max_num_steps=100_000,
+    max_gradients=None,
+    **hais_kwargs,
+) -> dict:
+    """The number of temperatures for ``target_se``, between 200 and ``max_num_steps``.
+
+    ``max_gradients`` bounds the main run's model gradients (particles × chains × N) and the
+    probes' together; the plan reports what the probes spent (``probe_gradients``), the SE
+    each probe measured (``probe_se``, the last one's) and the SE predicted for the main run.
+    """
+    if not target_se > 0:
+        raise ValueError(f"target_se must be positive, got {target_se!r}")
+    per_step = int(num_particles) * int(num_chains)
+    cap = int(max_num_steps)
+    if max_gradients is not None:
+        if not max_gradients >= per_step * PROBE_STEPS:
+            raise ValueError(
+                f"max_gradients={max_gradients:g} is too small for one run: {num_chains} "
+                f"chain(s) × {num_particles} particles × {PROBE_STEPS} temperatures need "
+                f"{per_step * PROBE_STEPS:,} gradients"
+            )
+        cap = min(cap, int(max_gradients // per_step))
+    hais_kwargs = {k: v for k, v in hais_kwargs.items() if k != "bidirectional"}
+    probe_steps, spent, se = PROBE_STEPS, 0, float("inf")
+    while True:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
+            probe = hais(
+                rng_key, target, num_particles=num_particles, num_steps=probe_steps,
+                pilot=pilot, progress_bar=False, **hais_kwargs,
+            )  # fmt: skip
+        spent += int(num_particles) * probe_steps
+        se = probe.log_z_se
+        longer = probe_steps * PROBE_GROWTH
+        if (np.isfinite(se) and se > 0) or longer > cap - spent // per_step:
+            break
+        probe_steps = longer
+    if np.isfinite(se) and se > 0:
+        wanted = probe_steps * (se / (SE_AIM * target_se)) ** 2 / num_chains
+    else:  # no probe could measure the SE: the longest probe's length, not the maximum
+        wanted = probe_steps
+    room = max(cap - spent // per_step, PROBE_STEPS)
+    steps = int(np.clip(np.ceil(wanted), PROBE_STEPS, room))
+    predicted = se * np.sqrt(probe_steps / steps / num_chains) if np.isfinite(se) else np.inf
+    return dict(probe_se=float(se), num_steps=steps, predicted_se=float(predicted),
+                probe_steps=probe_steps, probe_gradients=spent)  # fmt: skip
