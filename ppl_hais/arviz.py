@@ -137,7 +137,7 @@ def sample_stats_dataset(
 ) -> xr.Dataset:
     """Per-chain evidence, its checks and weights, per-temperature diagnostics, one chain per
     result. ``checks``: the pooled estimate's failed checks (default: the chains' own);
-    ``bias``: the pooled estimate's :class:`~ppl_hais.bias.BiasCheck` (scalars
+    ``bias``: the pooled estimate's :class:`~ppl_hais.annealing.bias.BiasCheck` (scalars
     ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``)."""
     chains = np.arange(len(results))
     num_bins = min(len(r.trace.beta) for r in results)
@@ -206,7 +206,7 @@ def from_ais(
     ``posterior`` (and ``log_likelihood``) map names to arrays shaped (chain, draw, ...);
     ``observed_data``/``constant_data`` to arrays without sample dimensions. ``checks``: the
     pooled estimate's failed trust checks; ``initial``: where annealing started; ``bias``: its
-    bias check (:mod:`ppl_hais.bias`).
+    bias check (:mod:`ppl_hais.annealing.bias`).
     Returns a DataTree on ArviZ >= 1, an InferenceData on ArviZ 0.x.
     """
     groups = {

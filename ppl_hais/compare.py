@@ -86,7 +86,7 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
         ``d_log_evidence`` (best minus this model), ``dse`` (its SE, the runs being independent),
         ``bayes_factor`` (evidence of the best model over this one), ``prob`` (posterior model
         probability), ``warning``, ``gap`` (the bias check's reverse estimate minus the
-        estimate, in nats; NaN where none ran: :mod:`ppl_hais.bias`).
+        estimate, in nats; NaN where none ran: :mod:`ppl_hais.annealing.bias`).
 
     Examples
     --------

@@ -225,8 +225,8 @@ def evidence_checks(
     (importance ESS of ``num_particles``), ``num_nonfinite`` of ``num_evaluations``
     proposals, ``gap``/``gap_se`` (a reverse run's estimate minus the forward one, and its
     noise), ``disagreement`` (pooled chains' spread over their own SE; > 3 warns),
-    ``bias_gap``/``bias_gap_se`` (:mod:`ppl_hais.bias`: a reverse anneal from MCMC draws minus
-    the estimate; above 0.1 nats and 3 of its SE warns, stating the gap), ``lag``
+    ``bias_gap``/``bias_gap_se`` (:mod:`ppl_hais.annealing.bias`: a reverse anneal from MCMC
+    draws minus the estimate; above 0.1 nats and 3 of its SE warns, stating the gap), ``lag``
     (:func:`lag_correlation`; warns at :func:`lag_threshold` when ``outside``, the
     :func:`outside_fraction`, is at least 0.1 or unknown), ``discrete_acceptance`` (the
     fraction of steps whose integer-coordinate move was taken, :func:`~ppl_hais.mixed_kernel`;

@@ -44,8 +44,8 @@ import numpy as np
 
 from . import diagnostics
 from .annealing import hais, survey
+from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import hais_kernel, mixed_kernel
-from .bias import BiasCheck, check_bias, needs_check
 from .budget import SE_SLACK, choose_num_steps
 from .density import ModelDensity
 from .laplace import laplace_gaussian
@@ -76,7 +76,7 @@ class Evidence:
     checks: tuple[str, ...]
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
     budget: dict | None = None  # target_se=: the probe's SE and the number of steps chosen
-    bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.bias)
+    bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.annealing.bias)
 
     @property
     def log_z_upper(self) -> float:
@@ -279,7 +279,7 @@ def evidence(
     particles in all; missing the target is reported as a failed check.
 
     ``bias_check``: anneal back from MCMC-refreshed posterior draws and report the gap to the
-    estimate in nats (:mod:`ppl_hais.bias`); a gap beyond its noise is a failed check that
+    estimate in nats (:mod:`ppl_hais.annealing.bias`); a gap beyond its noise is a failed check that
     states it. ``"auto"`` (default) checks runs that give a reason to (a target reaching past
     the start, a lag, a tail in the weights, a failed check), so easy models pay nothing;
     ``True`` always, ``False`` never. Not run for models with discrete coordinates or with a

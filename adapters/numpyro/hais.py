@@ -74,8 +74,8 @@ class HAIS:
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``evidence.bias_gap``): a gap beyond its noise warns, stating it
-        (:mod:`ppl_hais.bias`). ``"auto"`` checks runs that give a reason to, so easy models
-        pay nothing.
+        (:mod:`ppl_hais.annealing.bias`). ``"auto"`` checks runs that give a reason to, so
+        easy models pay nothing.
     progress_bar : bool
 
     The estimate comes with its trust checks (Pareto k̂, importance ESS, chains' agreement):

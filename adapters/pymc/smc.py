@@ -133,7 +133,7 @@ def sample_hais(
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
-        beyond its noise warns, stating it (:mod:`ppl_hais.bias`). ``"auto"`` checks runs
+        beyond its noise warns, stating it (:mod:`ppl_hais.annealing.bias`). ``"auto"`` checks runs
         that give a reason to (a target reaching past the start, a lag, a tail in the
         weights, a failed check), so easy models pay nothing.
     compute_convergence_checks : bool

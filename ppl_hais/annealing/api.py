@@ -31,6 +31,7 @@ from ..precision import float64
 from ..result import AISResult, AnnealingTrace
 from ..schedules import adaptive_schedule, make_schedule
 from ..target import AnnealingTarget
+from .bias import check_bias, needs_check, with_bias
 from .execution import initial_sampler, resolve_devices, run
 from .kernels import TransitionKernel, hais_kernel, mixed_kernel
 from .pilot import PILOT_WARMUP, Pilot, survey
@@ -59,6 +60,7 @@ def ais(
     progress_bar: bool = True,
     devices=None,
     num_chains: int = 1,
+    bias_check=False,
 ) -> AISResult | list[AISResult]:
     """Annealed importance sampling with any transition kernel.
 
@@ -119,6 +121,14 @@ def ais(
         c·P … (c+1)·P − 1, whose random numbers no other chain shares. Each chain's ``trace``
         is the whole population's.
 
+    bias_check : bool or "auto"
+        Anneal back from the final particles moved by MCMC at β = 1
+        (:mod:`ppl_hais.annealing.bias`): ``log_z_upper`` is that reverse estimate and a gap
+        beyond its noise is a failed check (``bias``) stating it in nats. ``"auto"`` checks
+        runs that give a reason to (their particles end outside the start, a lag, a tail in
+        the weights, a failed check).
+        Default ``False`` here; the evidence workflow and both adapters default to ``"auto"``.
+
     Returns
     -------
     AISResult, or a list of ``num_chains`` of them when ``num_chains > 1``
@@ -140,6 +150,8 @@ def ais(
         raise ValueError(f"num_chains must be a positive integer, got {num_chains}")
     if num_chains > 1 and (bidirectional or reverse_from is not None):
         raise ValueError("a bidirectional run (bidirectional=, reverse_from=) has one chain")
+    if bias_check not in (True, False, "auto"):
+        raise ValueError(f"bias_check must be True, False or 'auto', got {bias_check!r}")
     num_bins = int(min(num_bins, num_steps))
     rng_key = fast_random.check_key(rng_key)
     _check_initial(target, rng_key)
@@ -248,8 +260,14 @@ def ais(
             wall_time=wall / num_chains,
             reverse_log_weights=None if reverse is None else np.asarray(reverse["log_weights"]),
         )
-        diagnostics.warn(result.checks, "log Z" if num_chains == 1 else f"log Z of chain {c}")
         results.append(result)
+    if bias_check and reverse is None and not kernel.name.endswith("+discrete"):
+        if bias_check is True or needs_check(results):
+            check = check_bias(jax.random.fold_in(rng_key, 29), target, results, pilot,
+                               kernel=kernel, step_size=step_size)  # fmt: skip
+            results = [with_bias(r, check) for r in results]
+    for c, result in enumerate(results):
+        diagnostics.warn(result.checks, "log Z" if num_chains == 1 else f"log Z of chain {c}")
     return results[0] if num_chains == 1 else results
 
 

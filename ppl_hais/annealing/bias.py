@@ -19,7 +19,7 @@ gap in nats, as a lower bound on the estimate's shortfall; a small gap never cle
 Example
 -------
 >>> import jax, jax.numpy as jnp, ppl_hais as ph
->>> from ppl_hais.bias import check_bias
+>>> from ppl_hais.annealing.bias import check_bias
 >>> target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / 2.0) ** 2),
 ...                             ph.Gaussian(jnp.zeros(2)))
 >>> res = ph.hais(jax.random.key(0), target, num_particles=128, num_steps=300,
@@ -31,21 +31,23 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from . import diagnostics
-from .annealing.execution import run
-from .annealing.kernels import hais_kernel
-from .annealing.pilot import Pilot, survey
-from .estimators import log_mean_exp_se
-from .mcmc.sampler import sample as mcmc_sample
-from .precision import float64
+from .. import diagnostics
+from ..estimators import log_mean_exp_se
+from ..mcmc.sampler import sample as mcmc_sample
+from ..precision import float64
+from ..result import AISResult
+from .execution import run
+from .kernels import hais_kernel
+from .pilot import Pilot, survey
 
-__all__ = ["BiasCheck", "check_bias", "needs_check"]
+__all__ = ["BiasCheck", "check_bias", "needs_check", "with_bias"]
 
 # which runs are checked under bias_check="auto": a run whose target reaches past the start,
 # whose final positions predict their weights, whose weights show a tail, or that warned.
@@ -107,6 +109,7 @@ def check_bias(
     num_mcmc: int = 200,
     refresh: float = 0.5,
     num_leapfrog: int = 1,
+    kernel=None,
     step_size="auto",
     progress_bar: bool = False,
 ) -> BiasCheck:
@@ -117,7 +120,8 @@ def check_bias(
     backwards (``None`` with ``step_size="auto"``: a new pilot is run). ``num_draws`` reverse
     chains start from the last draws of ``num_draws // 2`` MCMC chains (two draws each,
     ``num_mcmc // 2`` apart) after ``num_mcmc`` warmup transitions. ``log_z``/``log_z_se``:
-    the forward estimate the gap is measured from (default: the pooled chains').
+    the forward estimate the gap is measured from (default: the pooled chains'). ``kernel``:
+    the forward run's transition kernel (default: HAIS with ``refresh`` and ``num_leapfrog``).
     """
     betas = np.asarray(results[0].betas, dtype=float)
     particles = np.concatenate([np.asarray(r.particles) for r in results])
@@ -137,7 +141,8 @@ def check_bias(
     samples = np.asarray(mcmc.samples)
     starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])
     gradients = int(np.sum(mcmc.warmup_gradients) + np.sum(mcmc.stats["num_gradients"]))
-    kernel = hais_kernel(float(refresh), int(num_leapfrog), 1, "standard")
+    if kernel is None:  # the forward run's HAIS kernel, as the evidence workflow builds it
+        kernel = hais_kernel(float(refresh), int(num_leapfrog), 1, "standard")
     if step_size == "auto":
         if pilot is None:  # tune one, as the forward run did (discarded: the bound stays valid)
             pilot = survey(key_rev, target, kernel, num_steps=len(betas) - 1)
@@ -162,3 +167,14 @@ def check_bias(
     gap = float(upper - log_z)
     return BiasCheck(upper, float(upper_se), gap, float(np.hypot(upper_se, own_se)),
                      len(starts), gradients)  # fmt: skip
+
+
+def with_bias(result: AISResult, check: BiasCheck) -> AISResult:
+    """``result`` with the check's reverse estimate as ``log_z_upper``, its failed check added,
+    and the check in ``settings["bias_check"]``."""
+    checks = diagnostics.evidence_checks(bias_gap=check.gap, bias_gap_se=check.gap_se)
+    return dataclasses.replace(
+        result, log_z_upper=check.log_z_upper, log_z_upper_se=check.log_z_upper_se,
+        checks=tuple(result.checks) + checks,
+        settings=dict(result.settings, bias_check=check._asdict()),
+    )  # fmt: skip
