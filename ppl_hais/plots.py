@@ -59,22 +59,35 @@ def plot_convergence(num_steps, results_by_method, truth=None, ax=None, title=No
 
     ``results_by_method`` maps a label to a list of AISResult (one per entry of ``num_steps``,
     or several per entry as a list of lists: every run is drawn, as in seed 000 Fig. 2–3).
+    A run whose trust checks failed (an ``EvidenceWarning``) is ringed in red, and one whose
+    SE is infinite is marked "SE = ∞" instead of a bar: neither looks like an exact value.
     """
     import matplotlib.pyplot as plt
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 4.2))
     markers = ["x", "*", "o", "s", "^"]
+    warned_x, warned_y = [], []
     for i, (label, runs) in enumerate(results_by_method.items()):
         xs, ys, es = [], [], []
         for n, rs in zip(num_steps, runs, strict=True):
             for r in rs if isinstance(rs, list | tuple) else [rs]:
+                se = float(r.log_z_se)
                 xs.append(n)
                 ys.append(r.log_z)
-                es.append(2 * r.log_z_se)
+                es.append(2 * se if np.isfinite(se) else 0.0)
+                if getattr(r, "warning", False) or not np.isfinite(se):
+                    warned_x.append(n)
+                    warned_y.append(r.log_z)
+                if not np.isfinite(se):
+                    ax.annotate("SE = ∞", (n, r.log_z), textcoords="offset points",
+                                xytext=(6, 4), fontsize=7, color="tab:red")  # fmt: skip
         ax.errorbar(
             xs, ys, yerr=es, fmt=markers[i % len(markers)], label=label, alpha=0.8, capsize=2
         )
+    if warned_x:
+        ax.scatter(warned_x, warned_y, s=110, facecolors="none", edgecolors="tab:red",
+                   linewidths=1.2, label="warned (EvidenceWarning)", zorder=3)  # fmt: skip
     if truth is not None:
         ax.axhline(truth, ls="--", color="k", lw=1, label="exact")
     ax.set_xscale("log")

@@ -1,5 +1,7 @@
 """AISResult summary, ArviZ output and model comparison."""
 
+import dataclasses
+
 import arviz as az
 import jax
 import jax.numpy as jnp
@@ -121,6 +123,13 @@ def test_plots(result):
         ph.plots.plot_weights({"nonsense": 1})
     ax = ph.plots.plot_convergence([300], {"HAIS": [result]}, truth=result.log_z)
     assert ax.get_xscale() == "log"
+    labels = ax.get_legend_handles_labels()[1]
+    assert "warned (EvidenceWarning)" not in labels  # the fixture's run passed its checks
+    # a warned run with an infinite SE is ringed and marked, never drawn as a bare marker
+    warned = dataclasses.replace(result, log_z_se=float("inf"), checks=("pareto_k: ...",))
+    ax = ph.plots.plot_convergence([300, 1000], {"HAIS": [result, warned]})
+    assert "warned (EvidenceWarning)" in ax.get_legend_handles_labels()[1]
+    assert [t.get_text() for t in ax.texts] == ["SE = ∞"]
     plt.close("all")
 
 
