@@ -62,6 +62,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/reduced_flips.py --seeds 3
 	$(PY) benchmarks/exchange_demo.py
 	$(PY) benchmarks/trust.py --seeds 20 --out docs/trust.md
+	$(PY) benchmarks/trust_heldout.py --seeds 10 --out docs/trust_heldout.md
+	$(PY) benchmarks/bias_check.py --seeds 10 --out docs/bias_check.md
+	$(PY) benchmarks/escalation.py --seeds 5 --out docs/escalation.md
 	$(PY) benchmarks/numpyro_compile.py --out docs/numpyro_compile.md
 	$(PY) benchmarks/rbm_ais.py --out docs/rbm_ais.md
 	$(PY) benchmarks/devices.py --out docs/devices.md
