@@ -275,8 +275,8 @@ def evidence(
 
     ``target_se``: choose the number of temperatures for this standard error instead of
     ``num_steps`` (see :func:`choose_num_steps`): easy models get few, hard ones up to
-    ``max_num_steps`` and, when given, ``max_gradients`` model gradients for the main run's
-    particles in all; missing the target is reported as a failed check.
+    ``max_num_steps`` and, when given, ``max_gradients`` model gradients for the probes and
+    the main run together; missing the target is reported as a failed check.
 
     ``bias_check``: anneal back from MCMC-refreshed posterior draws and report the gap to the
     estimate in nats (:mod:`ppl_hais.annealing.bias`); a gap beyond its noise is a failed check that
