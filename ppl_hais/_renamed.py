@@ -22,8 +22,19 @@ def renamed(kwargs: dict, old: str, new: str, value):
     return old_value
 
 
-def refuse_unknown(kwargs: dict, where: str) -> None:
-    """A TypeError like Python's own for keywords left in ``kwargs``."""
+def did_you_mean(name: str, known) -> str:
+    """" (did you mean 'x'?)" for the closest of ``known`` names, or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def refuse_unknown(kwargs: dict, where: str, known=()) -> None:
+    """A TypeError like Python's own for keywords left in ``kwargs``, with the closest of
+    ``known`` names suggested."""
     if kwargs:
         name = next(iter(kwargs))
-        raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+        raise TypeError(
+            f"{where}() got an unexpected keyword argument {name!r}{did_you_mean(name, known)}"
+        )

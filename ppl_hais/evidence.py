@@ -35,6 +35,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,7 +44,8 @@ import jax
 import numpy as np
 
 from . import diagnostics
-from .annealing import hais, survey
+from ._renamed import refuse_unknown
+from .annealing import ais, hais, survey
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import hais_kernel, mixed_kernel
 from .budget import SE_SLACK, choose_num_steps
@@ -287,6 +289,7 @@ def evidence(
     """
     if bias_check not in (True, False, "auto"):
         raise ValueError(f"bias_check must be True, False or 'auto', got {bias_check!r}")
+    _check_keywords(hais_kwargs)  # a typo fails here, before any compilation
     rng_key = check_key(rng_key)
     num_chains = int(num_chains)
     if num_chains < 1:
@@ -342,6 +345,17 @@ def evidence(
     )
     diagnostics.warn(checks, "log evidence")
     return out
+
+
+def _check_keywords(hais_kwargs) -> None:
+    """Refuse a keyword that neither :func:`hais` nor :func:`~ppl_hais.ais` takes, naming
+    the closest one (``num_particle=`` was reported only after the pilots had run)."""
+    taken = set(inspect.signature(ais).parameters) | set(inspect.signature(hais).parameters)
+    taken -= {"rng_key", "target", "kernel", "kwargs", "pilot", "discrete", "num_chains"}
+    own = set(inspect.signature(evidence).parameters) - {"rng_key", "model", "hais_kwargs"}
+    refuse_unknown(
+        {k: v for k, v in hais_kwargs.items() if k not in taken}, "evidence", taken | own
+    )
 
 
 def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:

@@ -197,3 +197,12 @@ def test_core_hais_runs_the_bias_check_when_asked():
     assert checked.log_z < exact < checked.log_z_upper + 0.25
     with pytest.raises(ValueError, match="bias_check"):
         ph.hais(jax.random.key(0), target, bias_check="always")
+
+
+def test_a_misspelt_keyword_fails_at_once_with_a_suggestion():
+    """issue 32: evidence(num_particle=...) was reported after the pilots had run (47.6 s)."""
+    model = _TargetModel(lambda z: -0.5 * jnp.sum(z**2), 2)
+    with pytest.raises(TypeError, match=r"'num_particle'.*did you mean 'num_particles'"):
+        evidence(jax.random.key(0), model, num_particle=64)
+    with pytest.raises(TypeError, match=r"'num_leapfrogs'.*did you mean 'num_leapfrog'"):
+        evidence(jax.random.key(0), model, num_leapfrogs=2)

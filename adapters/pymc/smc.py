@@ -15,6 +15,8 @@ Example
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import numpy as np
 import pymc as pm
@@ -26,6 +28,7 @@ import pymc as pm
 # (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
+from ppl_hais._renamed import did_you_mean
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
 from ppl_hais.precision import float64
@@ -55,7 +58,10 @@ def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwar
         )
         raise TypeError(f"model must be a pm.Model, got {type(model).__name__}{hint}")
     for name in smc_kwargs:
-        reason = _SMC_ONLY.get(name, "it is not a keyword of sample_hais")
+        known = inspect.signature(sample_hais).parameters
+        reason = _SMC_ONLY.get(
+            name, "it is not a keyword of sample_hais" + did_you_mean(name, known)
+        )
         raise TypeError(f"sample_hais does not take {name}=: {reason}")
     if not return_inferencedata:
         raise ValueError(
