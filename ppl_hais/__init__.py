@@ -15,7 +15,7 @@ Example
 True
 """
 
-from . import arviz, diagnostics, energy, exchange, mcmc, plots
+from . import arviz, compilation_cache, diagnostics, energy, exchange, mcmc, plots
 from .annealing import ais, bdmc, hais
 from .annealing.kernels import (
     TransitionKernel,
@@ -44,8 +44,11 @@ from .target import AnnealingTarget, Gaussian, GaussianMixture, Potential, Stude
 
 __version__ = "0.1.0"
 
+compilation_cache.enable_by_default()
+
 __all__ = [
     "arviz",
+    "compilation_cache",
     "diagnostics",
     "energy",
     "exchange",
