@@ -90,12 +90,11 @@ def time_hais(target, num_particles, num_steps, kernel):
     betas = jnp.asarray(ph.linear_schedule(num_steps))
     structure, arrays = split(target)
     fn = compiled(
-        structure, kernel, num_particles=num_particles, num_bins=100, adapt_target=None,
+        structure, kernel, num_particles=num_particles, adapt_target=None,
         record=False, adapt_scale=False,
     )
-    ref_b, ref_l = jnp.array([0.0, 1.0]), jnp.full(2, np.log(0.2))
     pos = target.initial.sample(jax.random.key(2), num_particles)
-    args = (betas, ref_b, ref_l, 0, pos, 0, None)
+    args = (betas, jnp.asarray(num_steps), jnp.full(num_steps + 1, np.log(0.2)), 0, pos, 0, None)
     jax.block_until_ready(fn(arrays, jax.random.key(0), *args))
 
     def timed():

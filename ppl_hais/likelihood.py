@@ -116,7 +116,6 @@ def generative_log_likelihood(
         target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
     betas = make_schedule(schedule, num_steps)
     num_steps = len(betas) - 1
-    num_bins = min(50, num_steps)
     keys = jax.random.split(rng_key, data.shape[0])
 
     if isinstance(step_size, str):
@@ -134,15 +133,13 @@ def generative_log_likelihood(
                 target,
                 kernel,
                 jnp.asarray(pilot_betas),
-                jnp.array([0.0, 1.0]),
-                jnp.full(2, log_step0),
+                jnp.full(len(pilot_betas), log_step0),
                 num_particles=num_pilot_particles,
-                num_bins=min(100, len(pilot_betas) - 1),
                 adapt_target=target_accept,
                 record=True,
                 adapt_scale=True,
             )
-            ref_log_step = pilot["log_steps"][PILOT_WARMUP - 1 :]
+            ref_log_step = pilot["log_steps"][PILOT_WARMUP - 1 : len(pilot_betas) - 1]
             scale_ref = (pilot["scale_betas"], pilot["log_scale"])
         else:
             ref_log_step, scale_ref = jnp.full(2, log_step0), None
@@ -151,10 +148,8 @@ def generative_log_likelihood(
             target,
             kernel,
             jnp.asarray(betas),
-            jnp.asarray(ref_betas),
-            ref_log_step,
+            jnp.interp(jnp.asarray(betas), jnp.asarray(ref_betas), ref_log_step),
             num_particles=num_particles,
-            num_bins=num_bins,
             scale_ref=scale_ref,
         )
 

@@ -152,7 +152,7 @@ def ais(
         raise ValueError("a bidirectional run (bidirectional=, reverse_from=) has one chain")
     if bias_check not in (True, False, "auto"):
         raise ValueError(f"bias_check must be True, False or 'auto', got {bias_check!r}")
-    num_bins = int(min(num_bins, num_steps))
+    num_bins = int(num_bins)  # bins without temperatures (N < num_bins) are dropped
     rng_key = fast_random.check_key(rng_key)
     _check_initial(target, rng_key)
     start = time.perf_counter()

@@ -152,7 +152,7 @@ def check_bias(
         scale = None
     out = run(
         key_rev, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
-        jax.numpy.asarray(starts), num_bins=min(100, len(betas) - 1), progress_bar=progress_bar,
+        jax.numpy.asarray(starts), num_bins=100, progress_bar=progress_bar,
         desc="bias check", scale_ref=scale,
     )  # fmt: skip
     rev = np.asarray(out["log_weights"], dtype=float)

@@ -25,22 +25,25 @@ from .scan import anneal
 
 
 @lru_cache(maxsize=32)
-def compiled(structure, kernel, *, num_particles, num_bins, adapt_target, record, adapt_scale):
+def compiled(structure, kernel, *, num_particles, adapt_target, record, adapt_scale):
     """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
     target's arrays (a model's data, a Gaussian's mean) are arguments, so a new target of the
     same structure and shapes reuses the compiled code. The progress callback is always
-    compiled in (once per bin; run id 0 has no bar), so switching the bar does not recompile."""
+    compiled in (once per bin; run id 0 has no bar), so switching the bar does not recompile.
+    The number of temperatures is an argument too (the schedule comes :func:`padded`), so a new
+    budget or schedule reuses it as well."""
 
-    def run(arrays, rng_key, betas, ref_betas, ref_log_step, run_id, positions, offset, scale_ref):
+    def run(
+        arrays, rng_key, betas, num_steps, log_step, run_id, positions, offset, scale_ref
+    ):  # fmt: skip
         return anneal(
             rng_key,
             merge(structure, arrays),
             kernel,
             betas,
-            ref_betas,
-            ref_log_step,
+            log_step,
             num_particles=num_particles,
-            num_bins=num_bins,
+            num_steps=num_steps,
             adapt_target=adapt_target,
             record=record,
             progress=run_id,
@@ -51,6 +54,24 @@ def compiled(structure, kernel, *, num_particles, num_bins, adapt_target, record
         )
 
     return jax.jit(run)
+
+
+MIN_CAPACITY = 2**13  # schedules up to 8191 temperatures share one compiled program
+
+
+def capacity(length):
+    """The padded length of a schedule (or of a function of β given at ``length`` points):
+    ``MIN_CAPACITY``, or the next power of two above it, so a few programs serve every N."""
+    return max(MIN_CAPACITY, 1 << (int(length) - 1).bit_length())
+
+
+def padded(values, length=None):
+    """``values`` (1-D, or 2-D by rows) extended to ``capacity`` by repeating its last row: a
+    schedule's padding is never reached, and linear interpolation between repeated points at
+    the end gives the same values as the unpadded array."""
+    values = np.asarray(values)
+    extra = (capacity(len(values)) if length is None else length) - len(values)
+    return np.concatenate([values, np.repeat(values[-1:], extra, axis=0)]) if extra else values
 
 
 def _sample_initial(target, key, *, num):
@@ -176,15 +197,14 @@ def run(
         structure,
         kernel,
         num_particles=size,
-        num_bins=num_bins,
         adapt_target=adapt_target,
         record=record,
         adapt_scale=adapt_scale,
     )
     if scale_ref is not None:
-        scale_ref = tuple(jnp.asarray(a) for a in scale_ref)
+        scale_ref = _scale_args(scale_ref)
     run_id = open_bar(num_steps, desc) if progress_bar else 0
-    args = (rng_key, jnp.asarray(betas), jnp.asarray(ref_betas), jnp.asarray(ref_log_step))
+    args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step))
 
     def group(g):
         # only the first group moves the progress bar (run id 0 has none)
@@ -199,9 +219,58 @@ def run(
     finally:
         if progress_bar:
             close_bar(run_id)
-    out = _merge(outs)
+    out = _finish(_merge(outs), num_steps, num_bins)
     out["particles_per_device"] = [num_particles]
     _check_initial_density(out, num_particles)
+    return out
+
+
+def _schedule_args(betas, ref_betas, ref_log_step):
+    """The schedule padded, its length N, and log(step size) at each of its βs (interpolated
+    here, once, rather than at every temperature)."""
+    betas = np.asarray(betas, float)
+    log_step = np.interp(betas, np.asarray(ref_betas, float), np.asarray(ref_log_step, float))
+    return (
+        jnp.asarray(padded(betas)), jnp.asarray(len(betas) - 1, jnp.int32),
+        jnp.asarray(padded(log_step)),
+    )  # fmt: skip
+
+
+SCALE_POINTS = 128  # the pilot's per-bin scale is given at ≤ num_bins (100) points
+
+
+def _scale_args(scale_ref):
+    ref_betas, log_scale = (np.asarray(a, float) for a in scale_ref)
+    length = max(SCALE_POINTS, len(ref_betas))
+    return jnp.asarray(padded(ref_betas, length)), jnp.asarray(padded(log_scale, length))
+
+
+def _finish(out, num_steps, num_bins):
+    """Host-side: the scan's bins of ``BIN_STEPS`` temperatures merged into ``num_bins`` near-
+    equal groups (means weighted by temperatures; the ESS, log Ẑ and β at a group's end), the
+    per-temperature records cut to N."""
+    out = {k: None if v is None else np.asarray(v) for k, v in out.items()}
+    count = out.pop("bin_count")
+    used = int(np.sum(count > 0))
+    groups = min(int(num_bins), used)
+    edges = (np.arange(groups + 1) * used) // groups
+    ends = edges[1:] - 1
+    weights = count[:used].astype(float)
+
+    def mean(x):
+        x = x[:used]
+        sums = np.add.reduceat(x * weights.reshape(-1, *[1] * (x.ndim - 1)), edges[:-1], axis=0)
+        total = np.add.reduceat(weights, edges[:-1])
+        return sums / total.reshape(-1, *[1] * (x.ndim - 1))
+
+    for k in ("acceptance", "step_size", "scale_betas", "log_scale"):
+        if out.get(k) is not None:
+            out[k] = mean(out[k])
+    for k in ("ess", "log_z", "bin_beta"):
+        out[k] = out[k][ends]
+    for k in ("log_steps", "log_ratio_sd"):
+        if out.get(k) is not None:
+            out[k] = out[k][:num_steps]
     return out
 
 
@@ -234,20 +303,19 @@ def _run_sharded(
         structure,
         kernel,
         num_particles=num_particles,
-        num_bins=num_bins,
         adapt_target=None,
         record=False,
         adapt_scale=adapt_scale,
     )
     put = lambda x: _global(x, replicated)  # noqa: E731
     if scale_ref is not None:
-        scale_ref = tuple(put(jnp.asarray(a)) for a in scale_ref)
+        scale_ref = tuple(put(a) for a in _scale_args(scale_ref))
     run_id = open_bar(len(betas) - 1, desc) if progress_bar else 0
+    schedule = [put(a) for a in _schedule_args(betas, ref_betas, ref_log_step)]
 
     def call():
         out = fn(
-            [put(a) for a in arrays], put(rng_key), put(jnp.asarray(betas)),
-            put(jnp.asarray(ref_betas)), put(jnp.asarray(ref_log_step)), run_id,
+            [put(a) for a in arrays], put(rng_key), *schedule, run_id,
             _global(jnp.asarray(positions), sharded), 0, scale_ref,
         )  # fmt: skip
         return jax.block_until_ready(out)
@@ -264,7 +332,7 @@ def _run_sharded(
         from jax.experimental import multihost_utils
 
         out = multihost_utils.process_allgather(out, tiled=True)
-    out = {k: np.asarray(v) for k, v in out.items()}
+    out = _finish(out, len(betas) - 1, num_bins)
     out["particles_per_device"] = shards
     _check_initial_density(out, num_particles)
     return out
@@ -301,5 +369,3 @@ def resolve_devices(devices):
             "(e.g. jax.devices('gpu'))"
         )
     return devices
-
-

@@ -90,7 +90,7 @@ def pilot_run(
         np.array([0.0, 1.0]),
         np.full(2, np.log(initial_step_size)),
         positions,
-        num_bins=min(100, len(pilot_betas) - 1),
+        num_bins=100,
         adapt_target=None if target_accept is None else float(target_accept),
         record=True,
         progress_bar=progress_bar,

@@ -17,7 +17,7 @@ Example
 >>> target = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
 ...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
 >>> out = anneal(jax.random.key(0), target, ph.hais_kernel(), jnp.linspace(0, 1, 101),
-...              np.array([0.0, 1.0]), np.log(np.full(2, 0.3)), num_particles=64, num_bins=10)
+...              jnp.full(101, np.log(0.3)), num_particles=64)
 >>> out["log_weights"].shape
 (64,)
 """
@@ -40,6 +40,7 @@ ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
 # ticks the progress bar (and checks for Ctrl-C) only when it crosses a multiple of this many
 # temperatures, so short runs make a few callbacks instead of one per bin.
 TICK_STEPS = 500
+BIN_STEPS = 8  # temperatures per bin of the scan; the host merges bins into ``num_bins``
 
 
 class Carry(NamedTuple):
@@ -61,6 +62,19 @@ class BinSums(NamedTuple):
     beta: Any
 
 
+class Summaries(NamedTuple):
+    """Per-bin diagnostics, one row per bin (``bin_count`` 0: a bin past β_N)."""
+
+    acceptance: Any
+    step_size: Any
+    ess: Any
+    log_z: Any
+    bin_beta: Any  # β at the bin's last temperature
+    log_scale: Any
+    scale_beta: Any  # the bin's mean β (where its mean log scale is measured)
+    bin_count: Any
+
+
 def _finite_std(x):
     ok = jnp.isfinite(x)
     n = jnp.maximum(jnp.sum(ok), 1)
@@ -73,11 +87,10 @@ def anneal(
     target: AnnealingTarget,
     kernel: TransitionKernel,
     betas,
-    ref_betas,
-    ref_log_step,
+    log_step,
     *,
     num_particles: int,
-    num_bins: int,
+    num_steps=None,
     adapt_target=None,
     record=False,
     progress=None,
@@ -92,10 +105,11 @@ def anneal(
     ``particle_offset`` is the index of the first particle in a larger population: particle i
     draws the random numbers of particle ``particle_offset + i``.
 
-    ``ref_betas``/``ref_log_step`` give log(step size) as a function of β (linear
-    interpolation). With ``adapt_target`` set (the pilot), an offset on log(step size) follows
-    the population's mean acceptance; with ``record`` the per-step log(step size) and the
-    spread (standard deviation over particles) of the log likelihood ratio are returned.
+    ``log_step[n]`` is log(step size) at ``betas[n]`` (e.g. the pilot's, interpolated at the
+    schedule's βs, :func:`~ppl_hais.annealing.execution.run`). With ``adapt_target`` set (the
+    pilot), an offset on log(step size) follows the population's mean acceptance; with
+    ``record`` the per-step log(step size) and the spread (standard deviation over particles)
+    of the log likelihood ratio are returned.
     ``progress`` is a run id for the progress bar (0: none), reported at the end of a bin
     once per ``TICK_STEPS`` temperatures; the same callback stops the scan after Ctrl-C.
 
@@ -108,16 +122,22 @@ def anneal(
     for a Gaussian however far the particles lag), and its bin means are returned as
     ``scale_betas``/``log_scale``.
 
-    The temperatures are scanned in two levels: an outer scan over bins of equal length and an
-    inner scan over the temperatures of a bin (plus one shorter bin for the remainder), so the
-    per-temperature diagnostics are scalar sums in the carry and memory does not grow with N.
+    The temperatures run in bins of ``BIN_STEPS``: a ``scan`` over a bin's temperatures inside
+    a ``while_loop`` over as many bins as N needs, so the per-temperature diagnostics are
+    scalar sums in the carry, memory does not grow with N, and N (``num_steps``, default
+    ``len(betas) − 1``) is an argument, not a shape: ``betas`` may be padded beyond β_N
+    (:func:`~ppl_hais.annealing.execution.padded`), and one compiled program serves every
+    number of temperatures that fits. Per-bin rows past the last bin have ``bin_count`` 0;
+    :func:`~ppl_hais.annealing.execution.run` merges the rows into ``num_bins``.
     """
-    num_steps = betas.shape[0] - 1
+    if num_steps is None:
+        num_steps = betas.shape[0] - 1
     key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
     dtype = jnp.result_type(float)
     if positions is None:
         positions = target.initial.sample(key_sample, num_particles)
     positions = jnp.asarray(positions, dtype)
+    betas, log_step = jnp.asarray(betas, dtype), jnp.asarray(log_step, dtype)
     init_keys = fast_random.split_particles(key_init, num_particles, particle_offset)
     states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
     carry0_initial = states.potential.log_initial
@@ -135,57 +155,82 @@ def anneal(
         return jax.vmap(lambda col: jnp.interp(beta, b, col), in_axes=1)(log_s)
 
     def temperature(inner, xs):
-        n, beta_prev, beta = xs
-        (states, log_w, offset, nonfinite, grads), sums = inner
-        d_beta = beta - beta_prev
-        log_w = log_w + jnp.where(d_beta == 0, 0.0, d_beta * states.potential.log_ratio)
-        log_step = jnp.interp(beta, ref_betas, ref_log_step) + offset
-        step_size = jnp.exp(log_step)
-        log_scale = coordinate_scale(states, beta)
+        n, active = xs  # a temperature past β_N (the last bin's padding) changes nothing
+        carry, sums = inner
+        last = betas.shape[0] - 1
+        beta_prev, beta = betas[jnp.minimum(n - 1, last)], betas[jnp.minimum(n, last)]
+        d_beta = jnp.where(active, beta - beta_prev, 0.0)
+        pot = carry.states.potential
+        log_w = carry.log_w + jnp.where(d_beta == 0, 0.0, d_beta * pot.log_ratio)
+        step_log = log_step[jnp.minimum(n, last)] + carry.offset
+        step_size = jnp.exp(step_log)
+        log_scale = coordinate_scale(carry.states, beta)
         keys = fast_random.split_particles(key_steps, num_particles, particle_offset, step=n)
-        states, info = step_vmap(keys, states, target, beta, step_size, jnp.exp(log_scale))
+        moved, info = step_vmap(keys, carry.states, target, beta, step_size, jnp.exp(log_scale))
+        states = jax.tree.map(lambda new, old: jnp.where(active, new, old), moved, carry.states)
+        on = jnp.asarray(active, dtype)
         mean_acc = jnp.mean(info.acceptance_rate)
+        offset = carry.offset
         if adapt_target is not None:
-            offset = offset + ADAPT_RATE * (mean_acc - adapt_target)
-        nonfinite = nonfinite + jnp.sum(~info.is_finite).astype(jnp.int32)
+            offset = offset + on * ADAPT_RATE * (mean_acc - adapt_target)
+        nonfinite = carry.nonfinite + jnp.where(active, jnp.sum(~info.is_finite), 0).astype(
+            jnp.int32
+        )
         # gradients per particle: a particle's own (mean) and what vmap executed (max)
         used = jnp.asarray(info.num_gradients, dtype)
         # and, for mixed_kernel, the fraction of particles whose integer move was taken
         taken = jnp.mean(jnp.asarray(info.discrete_accepted, dtype))
-        grads = grads + jnp.stack([jnp.mean(used), jnp.max(used), taken])
+        grads = carry.grads + on * jnp.stack([jnp.mean(used), jnp.max(used), taken])
         sums = BinSums(
-            sums.acceptance + mean_acc,
-            sums.step_size + step_size,
-            sums.log_scale + log_scale if adapt_scale else sums.log_scale,
-            sums.beta + beta if adapt_scale else sums.beta,
+            sums.acceptance + on * mean_acc,
+            sums.step_size + on * step_size,
+            sums.log_scale + on * log_scale if adapt_scale else sums.log_scale,
+            sums.beta + on * beta if adapt_scale else sums.beta,
         )
         inner = (Carry(states, log_w, offset, nonfinite, grads), sums)
-        return inner, ((log_step, _finite_std(states.potential.log_ratio)) if record else None)
+        return inner, ((step_log, _finite_std(states.potential.log_ratio)) if record else None)
 
-    def bin_(carry, xs):
-        zero = jnp.zeros((), dtype)
-        sums = BinSums(zero, zero, jnp.zeros(dim if adapt_scale else 0, dtype), zero)
-        (carry, sums), log_steps = jax.lax.scan(temperature, (carry, sums), xs)
-        count = xs[0].shape[0]
+    # Bins of BIN_STEPS temperatures, as many as N needs, under a while loop: N is data, so one
+    # compiled program serves every number of temperatures up to the schedule's length. A bin
+    # is a scan of fixed length (an accelerator checks the loop's condition once per bin, not
+    # per temperature); temperatures past β_N in the last bin are masked.
+    max_bins = -(-(betas.shape[0] - 1) // BIN_STEPS)
+    num_bins_used = (num_steps + BIN_STEPS - 1) // BIN_STEPS
+    zero = jnp.zeros((), dtype)
+    zeros = lambda *shape: jnp.zeros((max_bins, *shape), dtype)  # noqa: E731
+    scale_dim = dim if adapt_scale else 0
+    summaries0 = Summaries(
+        zeros(), zeros(), zeros(), zeros(), zeros(), zeros(scale_dim), zeros(),
+        jnp.zeros(max_bins, jnp.int32),
+    )  # fmt: skip
+    rec0 = (zeros(BIN_STEPS), zeros(BIN_STEPS)) if record else ()
+
+    def bin_(loop):
+        b, carry, summaries, rec = loop
+        first = b * BIN_STEPS + 1
+        n = first + jnp.arange(BIN_STEPS)
+        sums = BinSums(zero, zero, jnp.zeros(scale_dim, dtype), zero)
+        (carry, sums), per_step = jax.lax.scan(temperature, (carry, sums), (n, n <= num_steps))
+        count = jnp.minimum(num_steps - first + 1, BIN_STEPS)
+        per = count.astype(dtype)
         lw = jnp.where(jnp.isnan(carry.log_w), -jnp.inf, carry.log_w)
-        summary = (
-            sums.acceptance / count, sums.step_size / count, estimators.ess(lw),
-            estimators.log_mean_exp(lw), xs[2][-1],
-            sums.log_scale / count, sums.beta / count,
+        row = Summaries(
+            sums.acceptance / per, sums.step_size / per, estimators.ess(lw),
+            estimators.log_mean_exp(lw), betas[first + count - 1],
+            sums.log_scale / per, sums.beta / per, count,
         )  # fmt: skip
+        summaries = jax.tree.map(lambda buf, v: buf.at[b].set(v), summaries, row)
+        if record:
+            rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
         if progress is not None:  # the progress bar, and where Ctrl-C stops the scan
-            first, last = xs[0][0], xs[0][-1]
+            last = first + count - 1
             jax.lax.cond(
                 last // TICK_STEPS > (first - 1) // TICK_STEPS,
                 lambda: jax.debug.callback(tick, progress, last, ordered=False),
                 lambda: None,
             )
-        return carry, (summary, log_steps)
+        return b + 1, carry, summaries, rec
 
-    per_bin = -(-num_steps // num_bins)
-    num_full = num_steps // per_bin
-    xs = (jnp.arange(1, num_steps + 1), betas[:-1], betas[1:])
-    head = jax.tree.map(lambda a: a[: num_full * per_bin].reshape(num_full, per_bin), xs)
     carry = Carry(
         states,
         jnp.zeros(num_particles, dtype),
@@ -193,17 +238,10 @@ def anneal(
         jnp.zeros((), jnp.int32),
         jnp.zeros(3, dtype),
     )
-    carry, (summaries, log_steps) = jax.lax.scan(bin_, carry, head)
-    if record:
-        log_steps = jax.tree.map(lambda a: a.reshape(-1), log_steps)
-    if num_full * per_bin < num_steps:
-        tail = jax.tree.map(lambda a: a[num_full * per_bin :], xs)
-        carry, (last, tail_steps) = bin_(carry, tail)
-        summaries = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), summaries, last)
-        if record:
-            log_steps = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), log_steps, tail_steps)
+    loop = (jnp.zeros((), jnp.int32), carry, summaries0, rec0)
+    _, carry, summaries, rec = jax.lax.while_loop(lambda loop: loop[0] < num_bins_used, bin_, loop)
     states, log_w, _, nonfinite, grads = carry
-    acc, eps, ess, log_z, bin_beta, bin_log_scale, bin_mean_beta = summaries
+    acc, eps, ess, log_z, bin_beta, bin_log_scale, bin_mean_beta, bin_count = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)
     return dict(
         log_weights=log_w,
@@ -218,8 +256,9 @@ def anneal(
         ess=ess,
         log_z=log_z,
         bin_beta=bin_beta,
-        log_steps=log_steps[0] if record else None,
-        log_ratio_sd=log_steps[1] if record else None,
+        bin_count=bin_count,
+        log_steps=rec[0].reshape(-1) if record else None,
+        log_ratio_sd=rec[1].reshape(-1) if record else None,
         gradients=grads,
         scale_betas=bin_mean_beta if adapt_scale else None,
         log_scale=bin_log_scale if adapt_scale else None,
@@ -236,5 +275,3 @@ def _population_log_scale(x, g):
     ok_g = jnp.isfinite(log_g)
     log_s = jnp.where(ok_x & ok_g, 0.25 * (log_x - log_g), 0.5 * log_x)
     return jnp.where(ok_x, log_s, 0.0)
-
-

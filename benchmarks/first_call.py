@@ -1,0 +1,167 @@
+"""First calls: what a user waits for in a fresh Python process, with and without the persistent
+compilation cache, and whether a new budget compiles anything (issue 33).
+
+    python benchmarks/first_call.py [--out docs/first_call.md]
+
+Each cell is a fresh Python process (imports excluded from the times) that builds one model and
+calls, in order: the default call (the first call: tracing, compiling, running), the same call
+with a new seed (warm), and a call with another number of temperatures (3000 instead of 1000:
+a new budget). The PyMC process then calls ``pm.sample_smc`` (its defaults, ``cores=1``) twice.
+Three cache states per model and adapter: ``off`` (``PPL_HAIS_COMPILATION_CACHE=0``), ``cold``
+(an empty cache directory: the first process on a machine) and ``warm`` (a second process on
+the same directory). PyTensor's own compilation cache (``~/.pytensor``) is warm for every
+``pm.sample_smc`` row, as on any machine that ran the model once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import _machine
+
+MODELS = ["regression", "eight_schools", "logistic"]
+
+CHILD = textwrap.dedent(
+    r"""
+    import json, sys, time, warnings
+    warnings.simplefilter("ignore")
+    import numpy as np
+    adapter, name = sys.argv[1], sys.argv[2]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 5)); y = X @ rng.normal(size=5) + rng.normal(size=50)
+    Xl = rng.normal(size=(100, 3))
+    yl = (rng.random(100) < 1 / (1 + np.exp(-Xl @ [1.0, -1.0, 0.5]))) * 1
+    school_y = np.array([28., 8., -3., 7., -1., 1., 18., 12.])
+    school_s = np.array([15., 10., 16., 11., 9., 11., 10., 18.])
+    import jax, ppl_hais
+    times = {}
+    def timed(label, fn):
+        t = time.perf_counter(); fn(); times[label] = time.perf_counter() - t
+    if adapter == "numpyro":
+        import numpyro, numpyro.distributions as dist
+        from ppl_hais.adapters import numpyro as phn
+        def regression(X, y):
+            w = numpyro.sample("w", dist.Normal(0, 1).expand([5]).to_event(1))
+            numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)
+        def eight_schools(s, y):
+            mu = numpyro.sample("mu", dist.Normal(0, 5))
+            tau = numpyro.sample("tau", dist.HalfCauchy(5))
+            th = numpyro.sample("th", dist.Normal(0, 1).expand([8]).to_event(1))
+            numpyro.sample("y", dist.Normal(mu + tau * th, s), obs=y)
+        def logistic(X, y):
+            w = numpyro.sample("w", dist.Normal(0, 2).expand([3]).to_event(1))
+            numpyro.sample("y", dist.Bernoulli(logits=X @ w), obs=y)
+        model, args = {"regression": (regression, (X, y)),
+                       "eight_schools": (eight_schools, (school_s, school_y)),
+                       "logistic": (logistic, (Xl, yl))}[name]
+        def call(seed, **kw):
+            h = phn.HAIS(model, progress_bar=False, **kw)
+            h.run(jax.random.key(seed), *args)
+            return h.log_marginal_likelihood
+    else:
+        import pymc as pm
+        from ppl_hais.adapters import pymc as php
+        with pm.Model() as m:
+            if name == "regression":
+                w = pm.Normal("w", 0, 1, shape=5)
+                pm.Normal("y", X @ w, 1.0, observed=y)
+            elif name == "eight_schools":
+                mu = pm.Normal("mu", 0, 5); tau = pm.HalfCauchy("tau", 5)
+                th = pm.Normal("th", 0, 1, shape=8)
+                pm.Normal("y", mu + tau * th, school_s, observed=school_y)
+            else:
+                w = pm.Normal("w", 0, 2, shape=3)
+                pm.Bernoulli("y", logit_p=pm.math.dot(Xl, w), observed=yl)
+        def call(seed, **kw):
+            return php.sample_hais(model=m, random_seed=seed, progressbar=False, **kw)
+    timed("first", lambda: call(0))
+    timed("warm", lambda: call(1))
+    timed("new budget", lambda: call(2, num_steps=3000))
+    if adapter == "pymc":
+        smc = lambda s: pm.sample_smc(model=m, random_seed=s, progressbar=False, cores=1,
+                                      compute_convergence_checks=False)
+        timed("smc first", lambda: smc(0))
+        timed("smc warm", lambda: smc(1))
+    print("RESULT", json.dumps(times))
+    """
+)
+
+
+def child(adapter, model, env):
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, adapter, model],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"{adapter}/{model} failed:\n{out.stderr[-3000:]}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="docs/first_call.md")
+    p.add_argument("--models", nargs="*", default=MODELS)
+    args = p.parse_args()
+    rows = []
+    for model in args.models:
+        for adapter in ("numpyro", "pymc"):
+            with tempfile.TemporaryDirectory() as cache:
+                on = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache}
+                states = [
+                    ("off", child(adapter, model, {"PPL_HAIS_COMPILATION_CACHE": "0"})),
+                    ("cold", child(adapter, model, on)),
+                    ("warm", child(adapter, model, on)),
+                ]
+            for state, t in states:
+                rows.append((model, adapter, state, t))
+                print(model, adapter, state, {k: round(v, 2) for k, v in t.items()}, flush=True)
+    lines = [
+        "# First calls: compilation paid once per machine",
+        "",
+        "Command: `python benchmarks/first_call.py`  ",
+        f"Machine: {_machine.describe()}; {datetime.date.today()}.",
+        "",
+        __doc__.split("\n\n", 2)[2].strip().replace("\n", " "),
+        "",
+        "Seconds per call (whole calls; 512 particles × 1000 temperatures for NumPyro's "
+        'defaults, PyMC\'s `draws=1000` particles; `initial="auto"`, `bias_check="auto"`).',
+        "",
+        "| model | adapter | cache | first call | warm call | new budget (3000 temperatures) "
+        "| pm.sample_smc first | pm.sample_smc warm | first call / sample_smc first |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    smc = {}
+    for model, _, _, t in rows:
+        if "smc first" in t:
+            smc.setdefault(model, (t["smc first"], t["smc warm"]))
+    for model, adapter, state, t in rows:
+        f = lambda k, t=t: f"{t[k]:.2f}" if k in t else ""  # noqa: E731
+        s_first, s_warm = smc.get(model, (float("nan"), float("nan")))
+        lines.append(
+            f"| {model} | {adapter} | {state} | {f('first')} | {f('warm')} | {f('new budget')} "
+            f"| {f('smc first')} | {f('smc warm')} | {t['first'] / s_first:.2f} |"
+        )
+    lines += [
+        "",
+        "The first call without the cache is tracing + compiling + running; with a warm cache "
+        "the compiling is read from disk. The new budget's time is the run itself: the anneal "
+        "takes the number of temperatures as data, so no row compiles for it.",
+    ]
+    with open(args.out, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

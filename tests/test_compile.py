@@ -1,0 +1,135 @@
+"""One compiled anneal per model structure (any number of temperatures), and the persistent
+compilation cache that makes a second process compile nothing (issue 33)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ppl_hais as ph
+from ppl_hais.annealing import execution
+from ppl_hais.annealing.scan import BIN_STEPS
+
+
+def _target():
+    # log Z = 2·log(3·√(2π))
+    return ph.AnnealingTarget(
+        log_density=lambda z: -0.5 * jnp.sum((z / 3.0) ** 2), initial=ph.Gaussian(jnp.zeros(2))
+    )
+
+
+@pytest.fixture
+def executables(monkeypatch):
+    """A function counting the compiled programs behind the anneals run since (each scan that
+    ``execution.compiled`` hands out × the shapes its jit compiled for)."""
+    original, seen = execution.compiled, {}
+
+    def spy(*args, **kwargs):
+        fn = original(*args, **kwargs)
+        seen[id(fn)] = fn
+        return fn
+
+    monkeypatch.setattr(execution, "compiled", spy)
+    return lambda: sum(fn._cache_size() for fn in seen.values())
+
+
+def test_new_number_of_temperatures_compiles_nothing(executables):
+    target = _target()
+    exact = 2 * np.log(3 * np.sqrt(2 * np.pi))
+    opts = dict(num_particles=64, progress_bar=False)
+    first = ph.hais(jax.random.key(0), target, num_steps=300, **opts)
+    after_first = executables()
+    assert after_first == 2  # the pilot and the main run
+    for n in (37, 1000, 4321):  # fewer temperatures than bins, the default, many
+        res = ph.hais(jax.random.key(1), target, num_steps=n, **opts)
+        assert res.settings["num_steps"] == n
+        # the trace: num_bins (100) rows, or one per bin of the scan when N is smaller
+        assert len(res.trace.beta) == min(-(-n // BIN_STEPS), 100)
+        assert abs(res.log_z - exact) < 5 * res.log_z_se + 0.1
+    assert executables() == after_first
+    # and a named schedule of another length reuses them too
+    ph.hais(jax.random.key(2), target, num_steps=777, schedule="linear", **opts)
+    assert executables() == after_first
+    assert abs(first.log_z - exact) < 5 * first.log_z_se + 0.1
+
+
+def test_padded_schedule_matches_unpadded():
+    """The scan run on a padded schedule with N given equals the scan on the bare schedule,
+    also when N is not a whole number of bins."""
+    from ppl_hais.annealing.scan import anneal
+
+    target, kernel = _target(), ph.hais_kernel()
+    betas = ph.sigmoid_schedule(150)
+    log_step = np.full(151, np.log(0.3))
+    opts = dict(num_particles=16, record=True, adapt_target=0.9)
+    bare = anneal(jax.random.key(3), target, kernel, jnp.asarray(betas), log_step, **opts)
+    pad = anneal(jax.random.key(3), target, kernel, jnp.asarray(execution.padded(betas)),
+                 execution.padded(log_step), num_steps=150, **opts)  # fmt: skip
+    for k in ("log_weights", "particles", "gradients", "num_nonfinite"):
+        np.testing.assert_array_equal(bare[k], pad[k])
+    np.testing.assert_array_equal(bare["log_steps"][:150], pad["log_steps"][:150])
+    used = bare["bin_count"] > 0
+    assert int(np.sum(bare["bin_count"])) == 150 == int(np.sum(pad["bin_count"]))
+    np.testing.assert_array_equal(bare["acceptance"][used], pad["acceptance"][: used.sum()])
+    # the gradients counted are those of 150 temperatures, not of the masked padding
+    assert float(bare["gradients"][0]) == 150 * kernel.gradients_per_step
+
+
+def test_capacity_and_padding():
+    assert execution.capacity(1001) == execution.MIN_CAPACITY
+    assert execution.capacity(execution.MIN_CAPACITY + 1) == 2 * execution.MIN_CAPACITY
+    rows = np.arange(6.0).reshape(3, 2)
+    out = execution.padded(rows, 5)
+    assert out.shape == (5, 2) and np.all(out[3:] == rows[-1])
+
+
+_PROBE = textwrap.dedent(
+    """
+    import warnings, jax, jax.numpy as jnp, ppl_hais as ph
+    print("DIR", ph.compilation_cache.cache_dir())
+    t = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
+                           initial=ph.Gaussian(jnp.zeros(2), 2.0))
+    ph.hais(jax.random.key(0), t, num_particles=32, num_steps=50, progress_bar=False)
+    """
+)
+
+
+def _probe(env):
+    out = subprocess.run(
+        [sys.executable, "-W", "always::RuntimeWarning", "-c", _PROBE],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_persistent_cache_is_written_and_read(tmp_path):
+    cache = tmp_path / "cache"
+    env = {"PPL_HAIS_CACHE_DIR": str(cache), "PPL_HAIS_COMPILATION_CACHE": "1"}
+    first = _probe(env)
+    assert f"DIR {cache}" in first.stdout
+    scans = lambda: {f for f in os.listdir(cache) if f.startswith("jit_run")}  # noqa: E731
+    stored = scans()
+    assert len(stored) == 2  # the anneal's programs (pilot, main run) were stored
+    _probe(env)
+    # the second process read them: no new scan (small programs near the cache's
+    # min_compile_time may still be written when a loaded machine compiles them slower)
+    assert scans() == stored
+
+
+def test_persistent_cache_switch_and_unwritable_dir(tmp_path):
+    off = _probe({"PPL_HAIS_COMPILATION_CACHE": "0", "PPL_HAIS_CACHE_DIR": str(tmp_path)})
+    assert "DIR None" in off.stdout
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    bad = _probe({"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": str(blocked / "x")})
+    assert "DIR None" in bad.stdout
+    assert bad.stderr.count("cannot be written") == 1  # warned once, and the run went on
