@@ -7,9 +7,10 @@ On import, ppl_hais points JAX's compilation cache at a user cache directory
 (``jax_compilation_cache_dir``) or switched it off with ``PPL_HAIS_COMPILATION_CACHE=0``.
 The cache is JAX's own: it applies to every ``jit`` in the process whose compilation takes
 longer than ``min_compile_time`` seconds, and JAX keys each entry by the program, the JAX/XLA
-version and the device, so a stale entry is never used. A directory that cannot be written
-warns once and the process runs without the cache. Measured first-call times with and without
-it: docs/first_call.md.
+version and the device, so a stale entry is never used. (JAX 0.10 does not store programs that
+contain host callbacks, the anneal's progress bar among them; 0.12 does.) A directory that
+cannot be written warns once and the process runs without the cache. Measured first-call times
+with and without it: docs/first_call.md.
 
 Example
 -------
