@@ -60,15 +60,15 @@ MIN_CAPACITY = 2**13  # schedules up to 8191 temperatures share one compiled pro
 
 
 def capacity(length):
-    """The padded length of a schedule (or of a function of β given at ``length`` points):
+    """The padded length of a schedule of ``length`` βs (and of its per-temperature step sizes):
     ``MIN_CAPACITY``, or the next power of two above it, so a few programs serve every N."""
     return max(MIN_CAPACITY, 1 << (int(length) - 1).bit_length())
 
 
 def padded(values, length=None):
-    """``values`` (1-D, or 2-D by rows) extended to ``capacity`` by repeating its last row: a
-    schedule's padding is never reached, and linear interpolation between repeated points at
-    the end gives the same values as the unpadded array."""
+    """``values`` (1-D, or 2-D by rows) extended to ``capacity`` (or ``length``) rows by
+    repeating its last row: a schedule's padding is never reached (masked in the scan), and
+    interpolating the padded scale knots gives the same values as the unpadded ones."""
     values = np.asarray(values)
     extra = (capacity(len(values)) if length is None else length) - len(values)
     return np.concatenate([values, np.repeat(values[-1:], extra, axis=0)]) if extra else values
