@@ -15,7 +15,7 @@ Example
 True
 """
 
-from . import arviz, compilation_cache, diagnostics, energy, exchange, mcmc, plots
+from . import arviz, compilation_cache, diagnostics, energy, exchange, ladder, mcmc, plots
 from .annealing import ais, bdmc, hais
 from .annealing.kernels import (
     TransitionKernel,
@@ -52,6 +52,7 @@ __all__ = [
     "diagnostics",
     "energy",
     "exchange",
+    "ladder",
     "mcmc",
     "plots",
     "AISResult",

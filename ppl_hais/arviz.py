@@ -26,6 +26,8 @@ from importlib import metadata
 import numpy as np
 import xarray as xr
 
+from .ladder import shortfall
+
 __all__ = [
     "ARVIZ_1",
     "assemble",
@@ -133,12 +135,15 @@ def group_names(obj) -> list[str]:
 
 
 def sample_stats_dataset(
-    results: Sequence, checks: Sequence[str] | None = None, bias=None
+    results: Sequence, checks: Sequence[str] | None = None, bias=None, trajectory=()
 ) -> xr.Dataset:
     """Per-chain evidence, its checks and weights, per-temperature diagnostics, one chain per
     result. ``checks``: the pooled estimate's failed checks (default: the chains' own);
     ``bias``: the pooled estimate's :class:`~ppl_hais.annealing.bias.BiasCheck` (scalars
-    ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``)."""
+    ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``); ``trajectory``: the
+    convergence ladder's rungs (:class:`~ppl_hais.ladder.Rung`; ``ladder_*`` over dim
+    ``rung``, the failed checks' names in the ``ladder_checks`` attribute, one line per rung,
+    and the call's ``gradients`` as an attribute)."""
     chains = np.arange(len(results))
     num_bins = min(len(r.trace.beta) for r in results)
     stack = lambda f: np.stack([np.asarray(f(r))[:num_bins] for r in results])  # noqa: E731
@@ -171,7 +176,18 @@ def sample_stats_dataset(
         data["log_marginal_likelihood_reverse"] = xr.DataArray(bias.log_z_upper)
         data["bias_gap"] = xr.DataArray(bias.gap)
         data["bias_gap_se"] = xr.DataArray(bias.gap_se)
+    for field in ("num_steps", "log_z", "log_z_se", "bias_gap", "gradients", "wall_time"):
+        if not trajectory:
+            break
+        name = field.replace("log_z", "log_marginal_likelihood")
+        data[f"ladder_{name}"] = xr.DataArray(
+            np.array([getattr(r, field) for r in trajectory]), dims=["rung"]
+        )
     ds = xr.Dataset(data, coords={"chain": chains})
+    if trajectory:
+        ds.attrs["ladder_checks"] = "\n".join(",".join(r.checks) for r in trajectory)
+        ds.attrs["gradients"] = int(trajectory[-1].gradients)
+        ds.attrs["shortfall"] = shortfall(trajectory)
     if checks is None:
         checks = [msg for r in results for msg in r.checks]
     ds.attrs["evidence_checks"] = "\n".join(checks)
@@ -199,6 +215,7 @@ def from_ais(
     checks: Sequence[str] | None = None,
     initial: str | None = None,
     bias=None,
+    trajectory=(),
     library: str = "ppl_hais",
 ):
     """ArviZ output of annealing results (one per chain) and their resampled draws.
@@ -206,12 +223,13 @@ def from_ais(
     ``posterior`` (and ``log_likelihood``) map names to arrays shaped (chain, draw, ...);
     ``observed_data``/``constant_data`` to arrays without sample dimensions. ``checks``: the
     pooled estimate's failed trust checks; ``initial``: where annealing started; ``bias``: its
-    bias check (:mod:`ppl_hais.annealing.bias`).
+    bias check (:mod:`ppl_hais.annealing.bias`); ``trajectory``: the convergence ladder's
+    rungs (:mod:`ppl_hais.ladder`).
     Returns a DataTree on ArviZ >= 1, an InferenceData on ArviZ 0.x.
     """
     groups = {
         "posterior": dataset(posterior, coords=coords, dims=dims),
-        "sample_stats": sample_stats_dataset(results, checks, bias),
+        "sample_stats": sample_stats_dataset(results, checks, bias, trajectory),
     }
     if log_likelihood:
         groups["log_likelihood"] = dataset(log_likelihood, coords=coords, dims=dims)

@@ -35,14 +35,15 @@ def _from_idata(idata):
         or ss.attrs.get("evidence_checks")
     )
     gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
+    short = float(ss.attrs.get("shortfall", float("nan")))
     if "log_marginal_likelihood_se" in ss:
         se = np.asarray(ss["log_marginal_likelihood_se"].values, float)
         est, var = pool(lml, se)
-        return est, float(np.sqrt(var)), warned, gap
+        return est, float(np.sqrt(var)), warned, gap, short
     if lml.size > 1:  # independent chains without their own error bars: their spread
         est = float(logsumexp(lml) - np.log(lml.size))
-        return est, float(np.std(lml, ddof=1) / np.sqrt(lml.size)), warned, gap
-    return float(lml[0]), float("nan"), warned, gap
+        return est, float(np.std(lml, ddof=1) / np.sqrt(lml.size)), warned, gap, short
+    return float(lml[0]), float("nan"), warned, gap, short
 
 
 def evidence_of(obj):
@@ -53,18 +54,21 @@ def evidence_of(obj):
 
 
 def _estimate(obj):
-    """(log evidence, standard error, warned, bias gap): ``warned`` is whether a trust check
-    of that estimate failed; the gap is its bias check's (NaN when none ran)."""
-    gap = float(getattr(obj, "bias_gap", float("nan")))
+    """(log evidence, standard error, warned, bias gap, shortfall): ``warned`` is whether a
+    trust check of that estimate failed; the gap is its bias check's and the shortfall the
+    convergence ladder's (:func:`ppl_hais.ladder.shortfall`), NaN when none ran."""
+    nan = float("nan")
+    gap = float(getattr(obj, "bias_gap", nan))
+    short = float(getattr(getattr(obj, "evidence", obj), "shortfall", nan))
     if hasattr(obj, "log_evidence") and hasattr(obj, "log_evidence_se"):
-        return float(obj.log_evidence), float(obj.log_evidence_se), bool(obj.warning), gap
+        return float(obj.log_evidence), float(obj.log_evidence_se), bool(obj.warning), gap, short
     if hasattr(obj, "log_z") and hasattr(obj, "log_z_se"):
         warned = bool(getattr(obj, "warning", False))
-        return float(obj.log_z), float(obj.log_z_se), warned, gap
+        return float(obj.log_z), float(obj.log_z_se), warned, gap, short
     if hasattr(obj, "sample_stats") or (hasattr(obj, "children") and "sample_stats" in obj):
         return _from_idata(obj)
     if isinstance(obj, tuple) and len(obj) == 2:
-        return float(obj[0]), float(obj[1]), False, float("nan")
+        return float(obj[0]), float(obj[1]), False, nan, nan
     raise TypeError(f"cannot read a log evidence from {type(obj).__name__}")
 
 
@@ -86,7 +90,9 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
         ``d_log_evidence`` (best minus this model), ``dse`` (its SE, the runs being independent),
         ``bayes_factor`` (evidence of the best model over this one), ``prob`` (posterior model
         probability), ``warning``, ``gap`` (the bias check's reverse estimate minus the
-        estimate, in nats; NaN where none ran: :mod:`ppl_hais.annealing.bias`).
+        estimate, in nats; NaN where none ran: :mod:`ppl_hais.annealing.bias`),
+        ``shortfall`` (nats the estimate is at least too low by its convergence ladder,
+        :func:`ppl_hais.ladder.shortfall`; NaN where no ladder ran).
 
     Examples
     --------
@@ -123,6 +129,7 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
             "prob": prob[order],
             "warning": warned[order],
             "gap": np.array([e[3] for e in est])[order],
+            "shortfall": np.array([e[4] for e in est])[order],
         },
         index=[names[i] for i in order],
     )

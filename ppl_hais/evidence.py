@@ -36,9 +36,11 @@ True
 from __future__ import annotations
 
 import inspect
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -48,9 +50,18 @@ from ._renamed import refuse_unknown
 from .annealing import ais, hais, survey
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import hais_kernel, mixed_kernel
+from .annealing.pilot import PILOT_WARMUP
 from .budget import SE_SLACK, choose_num_steps
 from .density import ModelDensity
-from .laplace import laplace_gaussian
+from .ladder import (
+    FIRST_NUM_STEPS,
+    Rung,
+    default_max_gradients,
+    next_num_steps,
+    remaining_gap,
+    shortfall,
+)
+from .laplace import laplace_fit
 from .mcmc.fast_random import check_key
 from .precision import float64
 from .result import AISResult
@@ -79,6 +90,21 @@ class Evidence:
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
     budget: dict | None = None  # target_se=: the probe's SE and the number of steps chosen
     bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.annealing.bias)
+    trajectory: tuple[Rung, ...] = ()  # the runs made, the last one the estimate (ppl_hais.ladder)
+    gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
+    max_gradients: float | None = None  # the budget they were spent under (None: unbounded)
+
+    @property
+    def shortfall(self) -> float:
+        """Nats the estimate is at least too low by what the ladder's trajectory shows (its
+        last move, the bias check's gap; :func:`ppl_hais.ladder.shortfall`); NaN without a
+        trajectory, 0 when neither shows one."""
+        return shortfall(self.trajectory) if self.trajectory else float("nan")
+
+    @property
+    def num_steps(self) -> int:
+        """The temperatures of the run the estimate comes from (the ladder's last rung)."""
+        return int(self.results[0].settings["num_steps"])
 
     @property
     def log_z_upper(self) -> float:
@@ -119,9 +145,13 @@ def _method(model, name):
     return getattr(model, name)
 
 
+def _cache(model) -> dict:
+    return model.__dict__.setdefault("_ppl_hais_targets", {})
+
+
 def _cached(model, name, build):
     """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit."""
-    cache = model.__dict__.setdefault("_ppl_hais_targets", {})
+    cache = _cache(model)
     if name not in cache:
         cache[name] = build()
     return cache[name]
@@ -149,7 +179,8 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
             draws = model.prior.sample(jax.random.key(1), _LAPLACE_RESTARTS)
             starts = np.concatenate([starts, np.asarray(draws)])
         log_joint = _method(model, "log_joint")
-        gaussian = laplace_gaussian(log_joint, starts)
+        gaussian, gradients = laplace_fit(log_joint, starts)
+        _cache(model)["laplace_gradients"] = gradients  # spent by the call that fitted it
         return AnnealingTarget(initial=gaussian, log_density=log_joint)
 
     return _cached(model, "laplace", build)
@@ -173,7 +204,6 @@ def _user_target(model, initial):
     return AnnealingTarget(initial=initial, log_density=model.log_joint)
 
 
-@float64
 def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
     """(name, target, pilot, choice) for ``initial``.
 
@@ -183,6 +213,14 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
     near 1 and the Laplace start near the pilot's size; a hierarchical model whose mode is at
     the edge (a funnel) fails the fit or anneals worse from it and keeps the prior.
     """
+    return _choose_initial(rng_key, model, initial, **hais_kwargs)[:4]
+
+
+@float64
+def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
+    """:func:`choose_initial` and the model gradients it spent (its pilots, and the Laplace
+    fit when this call made it)."""
+    _cache(model).pop("laplace_gradients", None)
     if isinstance(initial, str):
         if initial not in ("auto", "prior", "laplace"):
             raise ValueError(
@@ -243,12 +281,31 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
         if k in hais_kwargs
     }  # fmt: skip
     choice, pilots = {}, {}
+    gradients = _cache(model).pop("laplace_gradients", 0)
     for name, target in candidates.items():
         with np.errstate(all="ignore"):
             pilots[name] = survey(rng_key, target, kernel, **pilot_kwargs)
         choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
+        steps = len(pilots[name].betas) + PILOT_WARMUP
+        gradients += steps * kernel.gradients_per_step * len(pilots[name].log_weights)
     best = max(choice, key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
-    return best, candidates[best], pilots[best], choice
+    return best, candidates[best], pilots[best], choice, int(gradients)
+
+
+def _main_gradients(results) -> int:
+    """Model gradients of a run's chains (their particles × gradients per particle)."""
+    return int(sum(r.settings["gradients_per_particle"] * r.num_particles for r in results))
+
+
+def _bias_reserve(num_steps, gradients_per_step, last_check, num_draws=256):
+    """What a bias check after a run of ``num_steps`` temperatures is predicted to cost: its
+    reverse anneal (``num_draws`` chains over the schedule) and its MCMC (as the last check's,
+    or 128 chains × 400 transitions × 8 leapfrog steps before any has run)."""
+    reverse = num_draws * num_steps * gradients_per_step
+    if last_check is None:
+        return int(reverse + 128 * 400 * 8 * gradients_per_step)
+    mcmc = last_check.gradients - last_check.num_draws * last_check.num_steps * gradients_per_step
+    return int(reverse + max(mcmc, 0))
 
 
 @float64
@@ -259,7 +316,7 @@ def evidence(
     initial="auto",
     num_chains: int = 1,
     num_particles: int = 512,
-    num_steps: int = 1000,
+    num_steps: int | None = None,
     target_se: float | None = None,
     max_num_steps: int = 100_000,
     max_gradients: float | None = None,
@@ -275,17 +332,28 @@ def evidence(
     chains are independent given it). Raises one :class:`~ppl_hais.EvidenceWarning` listing
     every failed check of the pooled estimate.
 
+    ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
+    (:mod:`ppl_hais.ladder`): 1000 temperatures, then 4× as many with a fresh key while a
+    check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
+    ``Evidence.trajectory``, and a last rung that still fails states the remaining gap in
+    nats (the ``converged`` check). A number means what it says: one run, no escalation.
+
+    ``max_gradients``: every model gradient the call spends (pilots, Laplace fit, probes,
+    rungs, bias checks) counts against it (``Evidence.gradients``); default
+    :func:`ppl_hais.ladder.default_max_gradients` for the ladder, unbounded otherwise. A
+    budget too small for one run is an error.
+
     ``target_se``: choose the number of temperatures for this standard error instead of
     ``num_steps`` (see :func:`choose_num_steps`): easy models get few, hard ones up to
-    ``max_num_steps`` and, when given, ``max_gradients`` model gradients for the probes and
-    the main run together; missing the target is reported as a failed check.
+    ``max_num_steps`` and ``max_gradients``; missing the target is reported as a failed check.
 
     ``bias_check``: anneal back from MCMC-refreshed posterior draws and report the gap to the
-    estimate in nats (:mod:`ppl_hais.annealing.bias`); a gap beyond its noise is a failed check that
-    states it. ``"auto"`` (default) checks runs that give a reason to (a target reaching past
-    the start, a lag, a tail in the weights, a failed check), so easy models pay nothing;
-    ``True`` always, ``False`` never. Not run for models with discrete coordinates or with a
-    reverse run of their own (``bidirectional``).
+    estimate in nats (:mod:`ppl_hais.annealing.bias`); a gap beyond its noise is a failed check
+    that states it. ``"auto"`` (default) checks runs that give a reason to (a target reaching
+    past the start, a lag, a tail in the weights, a failed check), so easy models pay nothing;
+    ``True`` always, ``False`` never. On the ladder it runs on the rung that would be the last
+    (one whose weights pass, or after which the budget allows no other). Not run for models
+    with discrete coordinates or with a reverse run of their own (``bidirectional``).
     """
     if bias_check not in (True, False, "auto"):
         raise ValueError(f"bias_check must be True, False or 'auto', got {bias_check!r}")
@@ -294,57 +362,124 @@ def evidence(
     num_chains = int(num_chains)
     if num_chains < 1:
         raise ValueError(f"num_chains must be a positive integer, got {num_chains}")
+    ladder = num_steps is None and target_se is None
+    first = FIRST_NUM_STEPS if num_steps is None else int(num_steps)
+    per_step = num_particles * num_chains * int(hais_kwargs.get("num_leapfrog", 1))
+    if max_gradients is None and ladder:
+        max_gradients = default_max_gradients(num_particles, num_chains,
+                                               hais_kwargs.get("num_leapfrog", 1))  # fmt: skip
+    if max_gradients is not None and target_se is None and not max_gradients >= per_step * first:
+        raise ValueError(
+            f"max_gradients={max_gradients:g} is too small for one run: {num_chains} chain(s) × "
+            f"{num_particles} particles × {first} temperatures need {per_step * first:,} "
+            "gradients"
+        )
+    start = time.perf_counter()
     key_pilot, key_chains = jax.random.split(rng_key)
-    pilot_kwargs = dict(hais_kwargs, num_steps=num_steps)
+    pilot_kwargs = dict(hais_kwargs, num_steps=first)
     pilot_kwargs.pop("bidirectional", None)
-    name, target, pilot, choice = choose_initial(key_pilot, model, initial, **pilot_kwargs)
+    name, target, pilot, choice, spent = _choose_initial(key_pilot, model, initial, **pilot_kwargs)
     budget = None
     if target_se is not None:
         key_probe, key_chains = jax.random.split(key_chains)
         budget = choose_num_steps(
             key_probe, target, pilot, target_se, num_particles=num_particles,
-            num_chains=num_chains, max_num_steps=max_num_steps, max_gradients=max_gradients,
-            discrete=_discrete(model),
-            **hais_kwargs,
+            num_chains=num_chains, max_num_steps=max_num_steps,
+            max_gradients=None if max_gradients is None else max_gradients - spent,
+            discrete=_discrete(model), **hais_kwargs,
         )  # fmt: skip
-        num_steps = budget["num_steps"]
-    results = []
-    with warnings.catch_warnings():  # one pooled warning below instead of one per chain
+        first = budget["num_steps"]
+        spent += budget["probe_gradients"]
+    own_reverse = hais_kwargs.get("bidirectional") or "reverse_from" in hais_kwargs
+    checking = bool(bias_check) and not own_reverse and not _discrete(model)
+    trajectory, bias, last_check, steps = [], None, None, first
+    while True:
+        key = key_chains if not trajectory else jax.random.fold_in(key_chains, len(trajectory))
+        results = _chains(key, target, model, pilot, num_chains, num_particles, steps,
+                          progress_bar, hais_kwargs)  # fmt: skip
+        spent += _main_gradients(results)
+        log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
+        checks = pooled_checks(results)
+        if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
+            checks = checks + (
+                f"target_se: the standard error {np.sqrt(var):.3g} missed target_se="
+                f"{target_se:g} with {steps} temperatures (the probe predicted "
+                f"{budget['predicted_se']:.3g}). Remedy: more particles or chains, or a larger "
+                "max_num_steps.",
+            )
+        gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
+        fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,
+                    per_step=num_particles * num_chains * gps, gps=gps)  # fmt: skip
+        bias = None
+        if checking and (not checks or not _next_fits(spent, last_check, **fits)):
+            if bias_check is True or needs_check(results):
+                bias = check_bias(
+                    jax.random.fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
+                    pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
+                    refresh=hais_kwargs.get("refresh", 0.5),
+                    num_leapfrog=hais_kwargs.get("num_leapfrog", 1),
+                    step_size=hais_kwargs.get("step_size", "auto"), progress_bar=progress_bar,
+                )  # fmt: skip
+                spent += bias.gradients
+                last_check = _Spent(bias.gradients, bias.num_draws, steps)
+                checks = checks + diagnostics.evidence_checks(
+                    bias_gap=bias.gap, bias_gap_se=bias.gap_se
+                )
+        trajectory.append(Rung(
+            steps, float(log_z), float(np.sqrt(var)), _check_names(checks),
+            float("nan") if bias is None else bias.gap, int(spent), time.perf_counter() - start,
+        ))  # fmt: skip
+        if not checks or not _next_fits(spent, last_check, **fits):
+            break
+        steps = next_num_steps(steps)
+    if ladder:
+        checks = checks + remaining_gap(trajectory, max_gradients=max_gradients)
+    out = Evidence(
+        results, target, name, log_z, float(np.sqrt(var)), checks, choice, budget, bias,
+        tuple(trajectory), int(spent), max_gradients,
+    )  # fmt: skip
+    diagnostics.warn(checks, "log evidence")
+    return out
+
+
+def _next_fits(spent, last_check, *, ladder, max_gradients, checking, steps, per_step, gps):
+    """Whether the ladder's next rung, and a bias check after it, fit the gradient budget."""
+    if not ladder:
+        return False
+    nxt = next_num_steps(steps)
+    reserve = _bias_reserve(nxt, gps, last_check) if checking else 0
+    return spent + per_step * nxt + reserve <= max_gradients
+
+
+def _check_names(checks) -> tuple[str, ...]:
+    """The checks' names ("pareto_k", "lag", ...), once each, chain labels dropped."""
+    names = []
+    for c in checks:
+        parts = c.split(": ")
+        name = parts[1] if parts[0].startswith("chain ") and len(parts) > 1 else parts[0]
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+class _Spent(NamedTuple):
+    gradients: int
+    num_draws: int
+    num_steps: int
+
+
+def _chains(key, target, model, pilot, num_chains, num_particles, num_steps, progress_bar,
+            hais_kwargs):  # fmt: skip
+    """One rung: the chains over ``num_steps`` temperatures with the shared pilot."""
+    with warnings.catch_warnings():  # one pooled warning instead of one per chain
         warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
         run = dict(num_particles=num_particles, num_steps=num_steps, pilot=pilot,
                    progress_bar=progress_bar, discrete=_discrete(model), **hais_kwargs)  # fmt: skip
         if hais_kwargs.get("bidirectional") or "reverse_from" in hais_kwargs:
-            for key in jax.random.split(key_chains, num_chains):  # a reverse run per chain
-                results.append(hais(key, target, **run))
-        else:  # the chains as one population: one dispatch, particle groups shared
-            out = hais(key_chains, target, num_chains=num_chains, **run)
-            results = out if num_chains > 1 else [out]
-    log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
-    checks = pooled_checks(results)
-    if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
-        checks = checks + (
-            f"target_se: the standard error {np.sqrt(var):.3g} missed target_se={target_se:g} "
-            f"with {num_steps} temperatures (the probe predicted {budget['predicted_se']:.3g}). "
-            "Remedy: more particles or chains, or a larger max_num_steps.",
-        )
-    bias = None
-    own_reverse = hais_kwargs.get("bidirectional") or "reverse_from" in hais_kwargs
-    if bias_check and not own_reverse and not _discrete(model):
-        if bias_check is True or needs_check(results):
-            bias = check_bias(
-                jax.random.fold_in(rng_key, 29), target, results, pilot, log_z=log_z,
-                log_z_se=float(np.sqrt(var)), refresh=hais_kwargs.get("refresh", 0.5),
-                num_leapfrog=hais_kwargs.get("num_leapfrog", 1),
-                step_size=hais_kwargs.get("step_size", "auto"), progress_bar=progress_bar,
-            )  # fmt: skip
-            checks = checks + diagnostics.evidence_checks(
-                bias_gap=bias.gap, bias_gap_se=bias.gap_se
-            )
-    out = Evidence(
-        results, target, name, log_z, float(np.sqrt(var)), checks, choice, budget, bias
-    )
-    diagnostics.warn(checks, "log evidence")
-    return out
+            return [hais(k, target, **run) for k in jax.random.split(key, num_chains)]
+        # the chains as one population: one dispatch, particle groups shared
+        out = hais(key, target, num_chains=num_chains, **run)
+        return out if num_chains > 1 else [out]
 
 
 def _check_keywords(hais_kwargs) -> None:

@@ -54,9 +54,69 @@ def _run(obj, chain=0):
 __all__ = ["plot_convergence", "plot_trace", "plot_weights"]
 
 
-def plot_convergence(num_steps, results_by_method, truth=None, ax=None, title=None):
-    """log Ẑ ± 2 SE against the number of temperatures, one series per method.
+def _ladder(obj):
+    """The convergence ladder's rungs as arrays (num_steps, log_z, se, bias_gap, gradients,
+    warned) from an Evidence, an object holding one (``phn.HAIS``) or ArviZ output."""
+    ev = getattr(obj, "evidence", obj)
+    if getattr(ev, "trajectory", None):
+        t = ev.trajectory
+        get = lambda f: np.array([getattr(r, f) for r in t], dtype=float)  # noqa: E731
+        warned = np.array([bool(r.checks) for r in t])
+        return get("num_steps"), get("log_z"), get("log_z_se"), get("bias_gap"), warned
+    try:
+        ss = obj["sample_stats"]
+        at = lambda name: np.asarray(ss[name].values, dtype=float)  # noqa: E731
+        lines = ss.attrs["ladder_checks"].split("\n")
+        return (at("ladder_num_steps"), at("ladder_log_marginal_likelihood"),
+                at("ladder_log_marginal_likelihood_se"), at("ladder_bias_gap"),
+                np.array([bool(x) for x in lines]))  # fmt: skip
+    except (KeyError, TypeError, AttributeError):
+        raise TypeError(
+            "plot_convergence(x) draws a convergence ladder: x must be the evidence workflow's "
+            "result (ev, hais.evidence) or ArviZ output of php.sample_hais / HAIS.to_arviz() "
+            f"run with num_steps=None; got {type(obj).__name__}"
+        ) from None
 
+
+def _plot_ladder(obj, truth, ax, title):
+    import matplotlib.pyplot as plt
+
+    steps, log_z, se, gap, warned = _ladder(obj)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4.2))
+    bars = np.where(np.isfinite(se), 2 * se, 0.0)
+    ax.errorbar(steps, log_z, yerr=bars, fmt="o-", capsize=3, label="estimate (± 2 SE)")
+    for n, z, s in zip(steps, log_z, se, strict=True):
+        if not np.isfinite(s):
+            ax.annotate("SE = ∞", (n, z), textcoords="offset points", xytext=(6, 4),
+                        fontsize=7, color="tab:red")  # fmt: skip
+    if warned.any():
+        ax.scatter(steps[warned], log_z[warned], s=110, facecolors="none",
+                   edgecolors="tab:red", linewidths=1.2, zorder=3,
+                   label="a check failed (EvidenceWarning)")  # fmt: skip
+    checked = np.isfinite(gap)
+    if checked.any():
+        ax.scatter(steps[checked], (log_z + gap)[checked], marker="v", color="tab:orange",
+                   zorder=3, label="bias check: reverse anneal")  # fmt: skip
+    if truth is not None:
+        ax.axhline(truth, ls="--", color="k", lw=1, label="exact")
+    ax.set_xscale("log")
+    ax.set_xlabel("temperatures (rungs of the convergence ladder)")
+    ax.set_ylabel("log Z estimate")
+    ax.set_title(title or "convergence ladder: the last rung is the estimate")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_convergence(data, results_by_method=None, truth=None, ax=None, title=None):
+    """log Ẑ ± 2 SE against the number of temperatures.
+
+    ``plot_convergence(ev)``: the convergence ladder of one call (``ev`` the evidence
+    workflow's result, ``hais.evidence``, a ``phn.HAIS`` or the ArviZ output of
+    ``php.sample_hais``/``HAIS.to_arviz()``): each rung's estimate, the rungs whose checks
+    failed ringed in red, the bias check's reverse estimate where it ran.
+
+    ``plot_convergence(num_steps, results_by_method)``: one series per method;
     ``results_by_method`` maps a label to a list of AISResult (one per entry of ``num_steps``,
     or several per entry as a list of lists: every run is drawn, as in seed 000 Fig. 2–3).
     A run whose trust checks failed (an ``EvidenceWarning``) is ringed in red, and one whose
@@ -64,6 +124,9 @@ def plot_convergence(num_steps, results_by_method, truth=None, ax=None, title=No
     """
     import matplotlib.pyplot as plt
 
+    if results_by_method is None:
+        return _plot_ladder(data, truth, ax, title)
+    num_steps = data
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 4.2))
     markers = ["x", "*", "o", "s", "^"]

@@ -42,8 +42,11 @@ class HAIS:
         A NumPyro model with continuous latent sites.
     num_particles : int
         Particles per chain (independent annealing runs).
-    num_steps : int
-        Number of temperatures N.
+    num_steps : int, optional
+        Number of temperatures N. Default ``None``: the convergence ladder
+        (:mod:`ppl_hais.ladder`): 1000 temperatures, then 4× as many while a trust check
+        fails and ``max_gradients`` allows; every rung is in ``evidence.trajectory`` and
+        :func:`ppl_hais.plots.plot_convergence` draws it. A number: exactly one run of N.
     num_chains : int
         Independent runs; their estimates are pooled and shown as ArviZ chains.
     schedule : str or array
@@ -70,7 +73,10 @@ class HAIS:
         (a discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
         ignored): easy models cost little, hard ones get up to 100,000 temperatures.
     max_gradients : float, optional
-        With ``target_se``: at most this many model gradients for the probes and the main run.
+        Every model gradient the run spends (pilots, Laplace fit, probes, the ladder's rungs,
+        bias checks) counts against it (``evidence.gradients``). Default: 32× the first
+        rung's main run for the ladder (room for 1000, 4000 and 16,000 temperatures),
+        unbounded with a fixed ``num_steps``.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``evidence.bias_gap``): a gap beyond its noise warns, stating it
@@ -91,7 +97,7 @@ class HAIS:
         model,
         *,
         num_particles=512,
-        num_steps=1000,
+        num_steps=None,
         num_chains=1,
         schedule="adaptive",
         step_size="auto",
@@ -107,13 +113,13 @@ class HAIS:
     ):
         refuse_foreign_model(model)
         for name, value in (
-            ("num_particles", num_particles), ("num_steps", num_steps), ("num_chains", num_chains),
-        ):  # fmt: skip
+            ("num_particles", num_particles), ("num_chains", num_chains),
+        ) + ((("num_steps", num_steps),) if num_steps is not None else ()):  # fmt: skip
             if isinstance(value, bool) or int(value) != value or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.model = model
         self.num_particles = int(num_particles)
-        self.num_steps = int(num_steps)
+        self.num_steps = None if num_steps is None else int(num_steps)
         self.num_chains = int(num_chains)
         self.schedule = schedule
         self.step_size = step_size
@@ -245,8 +251,12 @@ class HAIS:
         print(
             f"log marginal likelihood = {self.log_evidence:.4f} ± {self.log_evidence_se:.4f}"
             f"  ({self.num_chains} chain(s) × {self.num_particles} particles, "
-            f"{self.num_steps} temperatures, initial: {ev.initial})"
+            f"{ev.num_steps} temperatures, initial: {ev.initial}, "
+            f"{ev.gradients / 1e6:.2f} M gradients)"
         )
+        if len(ev.trajectory) > 1:
+            rungs = ", ".join(f"{r.num_steps}: {r.log_z:.4f}" for r in ev.trajectory)
+            print(f"  convergence ladder (temperatures: estimate): {rungs}")
         for c, r in enumerate(self.results):
             print(
                 f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "
@@ -298,6 +308,7 @@ class HAIS:
             library="ppl_hais (numpyro)",
             checks=self.evidence.checks,
             initial=self.evidence.initial,
+            trajectory=self.evidence.trajectory,
             bias=self.evidence.bias,
         )
 

@@ -78,7 +78,7 @@ def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwar
 @float64
 def sample_hais(
     draws: int = 1000,
-    num_steps: int = 1000,
+    num_steps: int | None = None,
     *,
     chains: int | None = None,
     cores: int | None = None,
@@ -105,8 +105,12 @@ def sample_hais(
     draws : int
         Particles per chain (as in ``pm.sample_smc``); the posterior has ``draws`` resampled
         draws per chain.
-    num_steps : int
-        Number of temperatures.
+    num_steps : int, optional
+        Number of temperatures. Default ``None``: the convergence ladder
+        (:mod:`ppl_hais.ladder`): 1000 temperatures, then 4× as many while a trust check
+        fails and ``max_gradients`` allows; the rungs are in sample_stats (``ladder_*``, dim
+        ``rung``) and :func:`ppl_hais.plots.plot_convergence` draws them. A number: exactly
+        one run of that many.
     chains : int, optional
         Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``);
         default 1 (each chain is already ``draws`` independent annealing runs).
@@ -135,7 +139,10 @@ def sample_hais(
         discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
         ignored): easy models cost little, hard ones get up to 100,000 temperatures.
     max_gradients : float, optional
-        With ``target_se``: at most this many model gradients for the probes and the main run.
+        Every model gradient the call spends (pilots, Laplace fit, probes, the ladder's
+        rungs, bias checks) counts against it (``gradients`` in sample_stats' attributes).
+        Default: 32× the first rung's main run for the ladder (room for 1000, 4000 and 16,000
+        temperatures), unbounded with a fixed ``num_steps``.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
@@ -207,9 +214,8 @@ def sample_hais(
         checks=ev.checks,
         initial=ev.initial,
         bias=ev.bias,
+        trajectory=ev.trajectory,
     )
     if (idata_kwargs or {}).get("log_likelihood", False):
         pm.compute_log_likelihood(idata, model=model, progressbar=False)
     return idata
-
-

@@ -1,0 +1,207 @@
+"""Issue 29 item 3: the convergence ladder — 4× the temperatures while a check fails, within a
+gradient budget that counts every gradient; the trajectory in the result, ArviZ and a plot;
+the remaining gap stated in nats when the budget runs out."""
+
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import ppl_hais as ph
+from ppl_hais.evidence import evidence
+from ppl_hais.ladder import DEFAULT_BUDGET, Rung, remaining_gap, shortfall
+
+
+class _TargetModel:
+    """A target with an initial distribution as the evidence workflow's model (prior = q)."""
+
+    improper = ()
+
+    def __init__(self, log_density, dim, scale=1.0):
+        self.dim = dim
+        self.prior = ph.Gaussian(np.zeros(dim), scale)
+        self._f = log_density
+
+    def log_likelihood(self, z):
+        return self._f(z) - self.prior.log_density(z)
+
+    def log_joint(self, z):
+        return self._f(z)
+
+
+def _gaussian(dim=3, sd=2.0):
+    """N(0, sd²I) unnormalized: log Z = dim·log(sd·√(2π))."""
+    return (lambda z: -0.5 * jnp.sum((z / sd) ** 2)), dim * math.log(sd * math.sqrt(2 * math.pi))
+
+
+def _funnel(dim=10):
+    def log_density(z):
+        v, x = z[0], z[1:]
+        return -0.5 * (v / 3) ** 2 - 0.5 * jnp.sum(x * x) * jnp.exp(-v) - 0.5 * (dim - 1) * v
+
+    return log_density, 0.5 * dim * math.log(2 * math.pi) + math.log(3.0)
+
+
+def _student(dim=30, df=2.0):
+    """A product of Student-t(ν) densities, unnormalized:
+    log Z = dim·log(√(νπ)Γ(ν/2)/Γ((ν+1)/2))."""
+
+    def log_density(z):
+        return jnp.sum(-(df + 1) / 2 * jnp.log1p(z * z / df))
+
+    log_c = math.lgamma(df / 2) - math.lgamma((df + 1) / 2) + 0.5 * math.log(df * math.pi)
+    return log_density, dim * log_c
+
+
+def test_an_easy_model_takes_one_rung_and_counts_every_gradient():
+    """The default (num_steps=None) costs what the fixed 1000 did where the checks pass; the
+    gradients counted are the two pilots' (prior and Laplace starts), the Laplace fit's and the
+    main run's, and the estimate is the fixed default's (same keys)."""
+    f, exact = _gaussian()
+    ev = evidence(jax.random.key(0), _TargetModel(f, 3), num_particles=256, progress_bar=False)
+    assert len(ev.trajectory) == 1 and ev.trajectory[0].num_steps == 1000 == ev.num_steps
+    assert not ev.checks and abs(ev.log_z - exact) < 4 * ev.log_z_se + 0.01
+    main = 256 * 1000
+    pilots = 2 * 64 * (1000 + 100)  # two candidates, 64 particles, ~1000 βs + 100 warm-up
+    assert main + 0.9 * pilots < ev.gradients < main + 1.2 * pilots + 20_000  # + Laplace fit
+    assert ev.max_gradients == DEFAULT_BUDGET * 256 * 1000
+    fixed = evidence(jax.random.key(0), _TargetModel(f, 3), num_particles=256, num_steps=1000,
+                     progress_bar=False)  # fmt: skip
+    assert fixed.log_z == ev.log_z and fixed.max_gradients is None
+    assert fixed.trajectory[0].gradients == fixed.gradients  # the Laplace fit: counted again
+    # ... because a new model object fits it again; the same object reuses it and counts 0
+    model = _TargetModel(f, 3)
+    a = evidence(jax.random.key(0), model, num_particles=256, num_steps=1000, progress_bar=False)
+    b = evidence(jax.random.key(0), model, num_particles=256, num_steps=1000, progress_bar=False)
+    assert 0 < a.gradients - b.gradients < 20_000 and b.log_z == a.log_z
+
+
+def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_ends():
+    """Neal's funnel from N(0, I): every rung's lag check fails (the neck is not reached), so
+    the ladder runs 1000, 4000, ... until max_gradients; the estimate rises on the way, the
+    last rung's warning states a shortfall in nats that covers its error, and no gradient is
+    spent past the budget."""
+    f, exact = _funnel()
+    budget = 6_000_000
+    with pytest.warns(ph.EvidenceWarning, match=r"converged: after 2 rungs .* too low"):
+        ev = evidence(jax.random.key(3), _TargetModel(f, 10), initial="prior",
+                      num_particles=256, max_gradients=budget, progress_bar=False)  # fmt: skip
+    steps = [r.num_steps for r in ev.trajectory]
+    assert steps == [1000, 4000] and ev.num_steps == 4000
+    assert all(r.checks for r in ev.trajectory)
+    spent = [r.gradients for r in ev.trajectory]
+    assert spent[0] < spent[1] == ev.gradients <= budget
+    assert ev.log_z == ev.trajectory[-1].log_z
+    assert exact - ev.log_z > 0.05  # still low: the funnel's neck
+    assert ev.shortfall > 0 and exact - ev.log_z <= ev.shortfall + 0.1
+    assert "converged" in [c.split(":")[0] for c in ev.checks]
+
+
+def test_escalating_can_clear_the_warning():
+    """A 30-D Student-t (ν = 2) from N(0, I): the first rung's weights fail a check, a longer
+    rung passes them and the bias check; the call ends without a warning, right."""
+    f, exact = _student()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ph.EvidenceWarning)
+        ev = evidence(jax.random.key(100), _TargetModel(f, 30), progress_bar=False)
+    assert len(ev.trajectory) >= 2 and ev.trajectory[0].checks and not ev.trajectory[-1].checks
+    assert abs(ev.log_z - exact) < 3 * ev.log_z_se + 0.05
+
+
+def test_a_fixed_num_steps_means_what_it_says():
+    f, _ = _funnel()
+    with pytest.warns(ph.EvidenceWarning) as rec:
+        ev = evidence(jax.random.key(3), _TargetModel(f, 10), initial="prior",
+                      num_particles=256, num_steps=1000, progress_bar=False)  # fmt: skip
+    assert [r.num_steps for r in ev.trajectory] == [1000]
+    assert "converged" not in str(rec[0].message)
+
+
+def test_a_budget_too_small_for_one_run_is_refused_before_any_work():
+    f, _ = _gaussian()
+    with pytest.raises(ValueError, match="too small for one run: 1 chain.* 512,000 gradients"):
+        evidence(jax.random.key(0), _TargetModel(f, 3), max_gradients=100_000)
+    with pytest.raises(ValueError, match="too small for one run"):
+        evidence(jax.random.key(0), _TargetModel(f, 3), num_steps=300, max_gradients=1000)
+
+
+def test_remaining_gap_reads_the_trajectory():
+    nan = float("nan")
+    passed = (Rung(1000, -1.0, 0.01, (), nan, 10, 0.1),)
+    assert remaining_gap(passed, max_gradients=100) == () and shortfall(passed) == 0.0
+    flat = (Rung(1000, -1.0, 0.01, ("lag",), nan, 10, 0.1),
+            Rung(4000, -1.01, 0.01, ("lag",), -0.02, 50, 0.3))  # fmt: skip
+    (msg,) = remaining_gap(flat, max_gradients=100)
+    assert shortfall(flat) == 0.0 and "within its noise" in msg and "false alarms" in msg
+    bias = flat[:1] + (flat[1]._replace(bias_gap=0.3),)
+    assert (
+        shortfall(bias) == 0.3
+        and "at least 0.30 nats too low" in remaining_gap(bias, max_gradients=100)[0]
+    )
+    one = (Rung(1000, -1.0, float("inf"), ("pareto_k",), nan, 10, 0.1),)
+    assert "no second rung fitted the budget" in remaining_gap(one, max_gradients=12)[0]
+
+
+def test_the_trajectory_reaches_arviz_compare_and_the_plot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ppl_hais.arviz import group
+
+    f, _ = _funnel()
+    with pytest.warns(ph.EvidenceWarning):
+        ev = evidence(jax.random.key(3), _TargetModel(f, 10), initial="prior",
+                      num_particles=256, max_gradients=6_000_000, progress_bar=False)  # fmt: skip
+    idata = ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 10))}, checks=ev.checks,
+                              bias=ev.bias, trajectory=ev.trajectory)  # fmt: skip
+    ss = group(idata, "sample_stats")
+    assert list(ss["ladder_num_steps"].values) == [1000, 4000]
+    assert ss["ladder_log_marginal_likelihood"].values[-1] == ev.log_z
+    assert ss.attrs["gradients"] == ev.gradients and ss.attrs["shortfall"] == ev.shortfall
+    with pytest.warns(ph.EvidenceWarning):
+        table = ph.compare_evidence({"ev": ev, "idata": idata, "pair": (0.0, 0.1)})
+    assert table.loc["ev", "shortfall"] == table.loc["idata", "shortfall"] == ev.shortfall
+    assert np.isnan(table.loc["pair", "shortfall"])
+    for source in (ev, idata):
+        ax = ph.plots.plot_convergence(source)
+        assert "a check failed (EvidenceWarning)" in [t.get_text() for t in ax.get_legend().texts]
+    with pytest.raises(TypeError, match="convergence ladder"):
+        ph.plots.plot_convergence(object())
+
+
+def test_both_adapters_default_to_the_ladder_and_report_it():
+    """``phn.HAIS`` and ``php.sample_hais`` with no num_steps run the ladder; its rungs and the
+    call's gradients reach print_summary, sample_stats and compare_evidence."""
+    numpyro = pytest.importorskip("numpyro")
+    pm = pytest.importorskip("pymc")
+    import numpyro.distributions as dist
+
+    from ppl_hais.adapters import numpyro as phn
+    from ppl_hais.adapters import pymc as php
+    from ppl_hais.arviz import group
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0, 1))
+        numpyro.sample("y", dist.Normal(mu, 1), obs=y)
+
+    hais = phn.HAIS(model, num_particles=128, progress_bar=False)
+    hais.run(jax.random.key(0), jnp.array([0.5, 1.0]))
+    assert hais.num_steps is None and hais.evidence.num_steps == 1000
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 1)
+        pm.Normal("y", mu, 1, observed=[0.5, 1.0])
+        idata = php.sample_hais(draws=128, random_seed=0, progressbar=False)
+    exact = -0.5 * np.log(np.linalg.det(2 * np.pi * (np.eye(2) + 1))) - 0.5 * np.array(
+        [0.5, 1.0]
+    ) @ np.linalg.solve(np.eye(2) + 1, [0.5, 1.0])
+    for out in (hais.to_arviz(), idata):
+        ss = group(out, "sample_stats")
+        assert list(ss["ladder_num_steps"].values) == [1000]
+        assert ss.attrs["gradients"] > 128 * 1000 and ss.attrs["shortfall"] == 0.0
+        lml = float(ss["log_marginal_likelihood"].values[0])
+        assert abs(lml - exact) < 5 * float(ss["log_marginal_likelihood_se"].values[0]) + 0.01
+    table = ph.compare_evidence({"numpyro": hais, "pymc": idata})
+    assert list(table["shortfall"]) == [0.0, 0.0]
