@@ -350,7 +350,7 @@ def evidence_checks(
     return tuple(out)
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """The stacklevel of the first frame outside ppl_hais (the core or the adapters), so the
     warning points at the user's call, however many of our frames lie between."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -369,5 +369,5 @@ def warn(checks: Sequence[str], what: str = "log evidence", stacklevel: int | No
             f"the {what} estimate failed {len(checks)} trust check(s):\n  - "
             + "\n  - ".join(checks),
             EvidenceWarning,
-            stacklevel=stacklevel or _user_stacklevel(),
+            stacklevel=stacklevel or user_stacklevel(),
         )

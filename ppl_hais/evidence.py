@@ -439,7 +439,19 @@ def evidence(
         tuple(trajectory), int(spent), max_gradients,
     )  # fmt: skip
     diagnostics.warn(checks, "log evidence")
+    if getattr(model, "improper", ()):
+        warnings.warn(_improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
     return out
+
+
+def _improper_note(model) -> str:
+    return (
+        f"variable(s) {list(model.improper)} have an improper (flat) prior: the estimate is the "
+        "likelihood integrated against that flat density taken as 1 per unit of the "
+        "unconstrained coordinate(s), an arbitrary constant. It compares only with models that "
+        "put the same flat prior on the same coordinates (the constants cancel), not with "
+        "models whose priors are proper: give the variable(s) a proper prior for a Bayes factor."
+    )
 
 
 def _next_fits(spent, last_check, *, ladder, max_gradients, checking, steps, per_step, gps):

@@ -200,7 +200,8 @@ def test_flat_prior_with_laplace_start():
     with pm.Model() as flat:
         mu = pm.Flat("mu")
         pm.Normal("y", mu, 1.0, observed=y)
-    _, est, se = evidence(flat, initial="laplace", num_steps=300)
+    with pytest.warns(UserWarning, match=r"\['mu'\] have an improper .* arbitrary constant"):
+        _, est, se = evidence(flat, initial="laplace", num_steps=300)
     check(est, se, -0.5 * np.sum((y - y.mean()) ** 2) - np.log(2 * np.pi) - 0.5 * np.log(3))
 
 
