@@ -9,40 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_bias import _funnel, _TargetModel
 
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
 from ppl_hais.ladder import DEFAULT_BUDGET, Rung, remaining_gap, shortfall
 
 
-class _TargetModel:
-    """A target with an initial distribution as the evidence workflow's model (prior = q)."""
-
-    improper = ()
-
-    def __init__(self, log_density, dim, scale=1.0):
-        self.dim = dim
-        self.prior = ph.Gaussian(np.zeros(dim), scale)
-        self._f = log_density
-
-    def log_likelihood(self, z):
-        return self._f(z) - self.prior.log_density(z)
-
-    def log_joint(self, z):
-        return self._f(z)
-
-
 def _gaussian(dim=3, sd=2.0):
     """N(0, sd²I) unnormalized: log Z = dim·log(sd·√(2π))."""
     return (lambda z: -0.5 * jnp.sum((z / sd) ** 2)), dim * math.log(sd * math.sqrt(2 * math.pi))
-
-
-def _funnel(dim=10):
-    def log_density(z):
-        v, x = z[0], z[1:]
-        return -0.5 * (v / 3) ** 2 - 0.5 * jnp.sum(x * x) * jnp.exp(-v) - 0.5 * (dim - 1) * v
-
-    return log_density, 0.5 * dim * math.log(2 * math.pi) + math.log(3.0)
 
 
 def _student(dim=30, df=2.0):
