@@ -50,7 +50,6 @@ from ._renamed import refuse_unknown
 from .annealing import ais, hais, survey
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import hais_kernel, mixed_kernel
-from .annealing.pilot import PILOT_WARMUP
 from .budget import SE_SLACK, choose_num_steps
 from .density import ModelDensity
 from .ladder import (
@@ -180,7 +179,7 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
             starts = np.concatenate([starts, np.asarray(draws)])
         log_joint = _method(model, "log_joint")
         gaussian, gradients = laplace_fit(log_joint, starts)
-        _cache(model)["laplace_gradients"] = gradients  # spent by the call that fitted it
+        _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
         return AnnealingTarget(initial=gaussian, log_density=log_joint)
 
     return _cached(model, "laplace", build)
@@ -220,7 +219,7 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
 def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
     """:func:`choose_initial` and the model gradients it spent (its pilots, and the Laplace
     fit when this call made it)."""
-    _cache(model).pop("laplace_gradients", None)
+    fitted_before = "laplace" in _cache(model)
     if isinstance(initial, str):
         if initial not in ("auto", "prior", "laplace"):
             raise ValueError(
@@ -281,13 +280,15 @@ def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
         if k in hais_kwargs
     }  # fmt: skip
     choice, pilots = {}, {}
-    gradients = _cache(model).pop("laplace_gradients", 0)
+    gradients = 0
+    if "laplace" in candidates and not fitted_before:  # the fit this call made
+        gradients += _cache(model)["laplace_gradients"]
     for name, target in candidates.items():
         with np.errstate(all="ignore"):
             pilots[name] = survey(rng_key, target, kernel, **pilot_kwargs)
         choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
-        steps = len(pilots[name].betas) + PILOT_WARMUP
-        gradients += steps * kernel.gradients_per_step * len(pilots[name].log_weights)
+        per_particle = pilots[name].gradients_per_particle(kernel.gradients_per_step)
+        gradients += per_particle * len(pilots[name].log_weights)
     best = max(choice, key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
     return best, candidates[best], pilots[best], choice, int(gradients)
 

@@ -34,7 +34,7 @@ from ..target import AnnealingTarget
 from .bias import check_bias, needs_check, with_bias
 from .execution import initial_sampler, resolve_devices, run
 from .kernels import TransitionKernel, hais_kernel, mixed_kernel
-from .pilot import PILOT_WARMUP, Pilot, survey
+from .pilot import Pilot, survey
 
 __all__ = ["ais", "bdmc", "hais"]
 
@@ -178,7 +178,7 @@ def ais(
         )  # fmt: skip
     pilot_gradients = 0
     if pilot is not None:
-        pilot_gradients = (len(pilot.betas) + PILOT_WARMUP) * kernel.gradients_per_step
+        pilot_gradients = pilot.gradients_per_particle(kernel.gradients_per_step)
         if adaptive:
             betas = adaptive_schedule(pilot.betas, pilot.log_ratio_sd, num_steps)
     if auto:

@@ -62,6 +62,10 @@ class Pilot(NamedTuple):
     scale: tuple | None  # (betas, log scale per coordinate) by bin, or None (scale 1)
     log_weights: np.ndarray | None = None  # the pilot's final log weights (to compare paths)
 
+    def gradients_per_particle(self, gradients_per_step) -> int:
+        """Model gradients one pilot particle spent: its warm-up steps at β = 0 and its βs."""
+        return int((len(self.betas) + PILOT_WARMUP) * gradients_per_step)
+
 
 def pilot_run(
     rng_key,
