@@ -15,7 +15,7 @@ Example
 True
 """
 
-from . import arviz, compilation_cache, diagnostics, energy, exchange, ladder, mcmc, plots
+from . import arviz, bridge, compilation_cache, diagnostics, energy, exchange, ladder, mcmc, plots
 from .annealing import ais, bdmc, hais
 from .annealing.kernels import (
     TransitionKernel,
@@ -24,6 +24,7 @@ from .annealing.kernels import (
     random_walk_kernel,
     resampled_hmc_kernel,
 )
+from .bridge import BridgeResult, bridge_sampling
 from .compare import compare_evidence
 from .diagnostics import EvidenceWarning
 from .exchange import BoundedEnergy, RejectionBudgetError
@@ -48,6 +49,7 @@ compilation_cache.enable_by_default()
 
 __all__ = [
     "arviz",
+    "bridge",
     "compilation_cache",
     "diagnostics",
     "energy",
@@ -56,6 +58,7 @@ __all__ = [
     "mcmc",
     "plots",
     "AISResult",
+    "BridgeResult",
     "AnnealingError",
     "AnnealingTarget",
     "AnnealingTrace",
@@ -71,6 +74,7 @@ __all__ = [
     "ais",
     "analysis_log_likelihood",
     "bdmc",
+    "bridge_sampling",
     "compare_evidence",
     "enable_x64",
     "generative_log_likelihood",

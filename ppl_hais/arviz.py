@@ -264,3 +264,39 @@ def from_mcmc(
     all_attrs = _library_attrs(library)
     all_attrs.update({k: v for k, v in (attrs or {}).items() if v is not None})
     return assemble(groups, all_attrs)
+
+
+def bridge_dataset(result) -> xr.Dataset:
+    """sample_stats of a bridge-sampling estimate (:class:`~ppl_hais.bridge.BridgeResult`):
+    ``log_marginal_likelihood`` and its ``_se`` (the pooled estimate), each chain's own
+    (``chain_log_marginal_likelihood``), the draws' ESS/R̂, the proposal's k̂, the fixed
+    point's path (``bridge_iterations``, dim ``iteration``), the cross-check's anneals when
+    they ran, and the failed checks in ``evidence_checks``."""
+    scalar = lambda v: xr.DataArray(float(v))  # noqa: E731
+    data = {
+        "log_marginal_likelihood": scalar(result.log_z),
+        "log_marginal_likelihood_se": scalar(result.log_z_se),
+        "chain_log_marginal_likelihood": xr.DataArray(result.chain_log_z, dims=["chain"]),
+        "chain_log_marginal_likelihood_se": xr.DataArray(result.chain_log_z_se, dims=["chain"]),
+        "ess": scalar(result.ess),
+        "min_ess": scalar(result.min_ess),
+        "rhat": scalar(result.rhat),
+        "pareto_k": scalar(result.pareto_k),
+        "bridge_iterations": xr.DataArray(result.iterations, dims=["iteration"]),
+        "evidence_warning": xr.DataArray(bool(result.checks)),
+    }
+    cc = result.cross_check
+    if cc is not None:
+        data["log_marginal_likelihood_forward"] = scalar(cc.log_z_forward)
+        data["log_marginal_likelihood_forward_se"] = scalar(cc.log_z_forward_se)
+        data["log_marginal_likelihood_reverse"] = scalar(cc.log_z_reverse)
+        data["bias_gap"] = scalar(result.bias_gap)
+    ds = xr.Dataset(data, coords={"chain": np.arange(len(result.chain_log_z))})
+    ds.attrs.update(
+        evidence_checks="\n".join(result.checks), method=f"bridge_sampling:{result.method}",
+        converged=int(result.converged), num_draws=result.num_draws,
+        num_proposal=result.num_proposal, evaluations=result.evaluations,
+    )  # fmt: skip
+    if cc is not None:
+        ds.attrs["shortfall"] = result.shortfall
+    return ds

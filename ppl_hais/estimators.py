@@ -22,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import logsumexp
 
-__all__ = ["ess", "importance_ess", "log_mean_exp", "log_mean_exp_se", "pool"]
+__all__ = [
+    "chain_ess", "ess", "importance_ess", "log_mean_exp", "log_mean_exp_se", "pool", "split_rhat"
+]
 
 
 def log_mean_exp(log_w):
@@ -87,3 +89,51 @@ def pool(log_z, se):
     if c > 1:
         var = max(var, float(np.var(rel, ddof=1) / c))
     return est, var
+
+
+def _autocovariance(x):
+    """Autocovariance of each row of ``x`` (C, S) at lags 0..S−1 (FFT, biased /S)."""
+    s = x.shape[1]
+    n = 1 << int(np.ceil(np.log2(2 * s)))
+    f = np.fft.rfft(x - x.mean(axis=1, keepdims=True), n, axis=1)
+    return np.fft.irfft(f * np.conj(f), n, axis=1)[:, :s] / s
+
+
+def chain_ess(x) -> float:
+    """Effective sample size of MCMC draws ``x`` shaped (chains, draws), counting the chains'
+    autocorrelation and their disagreement (the multi-chain estimator of Stan and ArviZ, Geyer's
+    initial monotone sequence, without rank normalization); NaN for a constant."""
+    x = np.asarray(x, dtype=float)
+    x = x[None] if x.ndim == 1 else x
+    c, s = x.shape
+    if s < 4 or not np.all(np.isfinite(x)):
+        return float("nan")
+    acov = _autocovariance(x)
+    within = float(np.mean(acov[:, 0]) * s / (s - 1))
+    var_plus = within * (s - 1) / s + (float(np.var(x.mean(axis=1), ddof=1)) if c > 1 else 0.0)
+    if not var_plus > 0:
+        return float("nan")
+    rho = 1.0 - (within - np.mean(acov, axis=0)) / var_plus
+    rho[0] = 1.0
+    m = s // 2
+    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m : 2]
+    stop = np.flatnonzero(pairs <= 0)
+    pairs = np.minimum.accumulate(pairs[: stop[0] if stop.size else m])
+    tau = max(-1.0 + 2.0 * float(np.sum(pairs)), 1.0 / np.log10(c * s))
+    return float(c * s / tau)
+
+
+def split_rhat(x) -> float:
+    """Split-R̂ of draws ``x`` shaped (chains, draws): each chain halved, the between-half
+    spread over the within-half one (Gelman et al.); near 1 when the chains agree."""
+    x = np.asarray(x, dtype=float)
+    x = x[None] if x.ndim == 1 else x
+    half = x.shape[1] // 2
+    if half < 2:
+        return float("nan")
+    parts = np.concatenate([x[:, :half], x[:, -half:]])
+    within = float(np.mean(np.var(parts, axis=1, ddof=1)))
+    between = float(np.var(parts.mean(axis=1), ddof=1)) * half
+    if not within > 0:
+        return float("nan") if not between > 0 else float("inf")
+    return float(np.sqrt(((half - 1) / half * within + between / half) / within))

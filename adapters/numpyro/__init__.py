@@ -28,6 +28,7 @@ _numpyro.__version__  # noqa: B018
 
 from ppl_hais.exchange import budget_errors  # noqa: E402
 
+from .bridge import bridge_sampling  # noqa: E402
 from .exchange import BoundedEnergyDist, Exchange  # noqa: E402
 from .hais import HAIS  # noqa: E402
 from .mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: E402
@@ -36,6 +37,7 @@ from .target import NumPyroTarget, bdmc, guide_initial  # noqa: E402
 __all__ = [
     "HAIS",
     "bdmc",
+    "bridge_sampling",
     "BoundedEnergyDist",
     "Exchange",
     "budget_errors",

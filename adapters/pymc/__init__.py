@@ -17,9 +17,16 @@ prior to draw from, so it is annealed). Both are compiled to JAX with PyMC's own
 """
 
 
+from .bridge import bridge_sampling
 from .exchange import sample_exchange
 from .mcmc import sample_reduced_flip_hmc
 from .smc import sample_hais
 from .target import PyMCTarget
 
-__all__ = ["sample_hais", "sample_reduced_flip_hmc", "sample_exchange", "PyMCTarget"]
+__all__ = [
+    "bridge_sampling",
+    "sample_hais",
+    "sample_reduced_flip_hmc",
+    "sample_exchange",
+    "PyMCTarget",
+]

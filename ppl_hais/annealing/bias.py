@@ -47,7 +47,7 @@ from .execution import run
 from .kernels import hais_kernel
 from .pilot import Pilot, survey
 
-__all__ = ["BiasCheck", "check_bias", "needs_check", "with_bias"]
+__all__ = ["BiasCheck", "check_bias", "needs_check", "reverse_anneal", "with_bias"]
 
 # which runs are checked under bias_check="auto": a run whose target reaches past the start,
 # whose final positions predict their weights, whose weights show a tail, or that warned.
@@ -141,32 +141,52 @@ def check_bias(
     samples = np.asarray(mcmc.samples)
     starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])
     gradients = int(np.sum(mcmc.warmup_gradients) + np.sum(mcmc.stats["num_gradients"]))
+    upper, upper_se, used = reverse_anneal(
+        key_rev, target, betas, starts, pilot, kernel=kernel, refresh=refresh,
+        num_leapfrog=num_leapfrog, step_size=step_size, progress_bar=progress_bar,
+    )  # fmt: skip
+    gradients += used
+    own_se = log_z_se if log_z_se is not None and np.isfinite(log_z_se) else 0.0
+    gap = float(upper - log_z)
+    return BiasCheck(upper, float(upper_se), gap, float(np.hypot(upper_se, own_se)),
+                     len(starts), gradients)  # fmt: skip
+
+
+def reverse_anneal(
+    rng_key, target, betas, starts, pilot: Pilot | None = None, *, kernel=None,
+    refresh: float = 0.5, num_leapfrog: int = 1, step_size="auto", progress_bar: bool = False,
+):  # fmt: skip
+    """Anneal posterior draws ``starts`` (an (n, D) array) back to the initial distribution
+    over ``betas`` (the forward schedule, 0 → 1) and return (log Ẑ upper, its SE, gradients):
+    an unbiased estimate of 1/Z from exact posterior draws, so a stochastic upper bound of
+    log Z (Grosse et al. 2015). ``pilot``: the forward run's frozen tuning (``None`` with
+    ``step_size="auto"``: a new pilot is run, discarded); ``kernel``: default HAIS with
+    ``refresh`` and ``num_leapfrog``."""
+    betas = np.asarray(betas, dtype=float)
     if kernel is None:  # the forward run's HAIS kernel, as the evidence workflow builds it
         kernel = hais_kernel(float(refresh), int(num_leapfrog), 1, "standard")
+    gradients = 0
     if step_size == "auto":
         if pilot is None:  # tune one, as the forward run did (discarded: the bound stays valid)
-            pilot = survey(key_rev, target, kernel, num_steps=len(betas) - 1)
+            pilot = survey(rng_key, target, kernel, num_steps=len(betas) - 1)
+            used = pilot.gradients_per_particle(kernel.gradients_per_step)
+            gradients += used * (0 if pilot.log_weights is None else len(pilot.log_weights))
         ref_betas, ref_log_step, scale = pilot.betas, pilot.log_step, pilot.scale
     else:
         ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(float(step_size)))
         scale = None
     out = run(
-        key_rev, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
+        rng_key, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
         jax.numpy.asarray(starts), num_bins=100, progress_bar=progress_bar,
-        desc="bias check", scale_ref=scale,
+        desc="reverse anneal", scale_ref=scale,
     )  # fmt: skip
     rev = np.asarray(out["log_weights"], dtype=float)
     rev = np.where(np.isnan(rev), -np.inf, rev)
     gradients += int(len(starts) * (len(betas) - 1) * kernel.gradients_per_step)
     if not np.any(np.isfinite(rev)):
-        upper, upper_se = float("inf"), float("inf")
-    else:
-        log_inv, upper_se = log_mean_exp_se(rev)
-        upper = float(target.log_z_initial) - log_inv
-    own_se = log_z_se if log_z_se is not None and np.isfinite(log_z_se) else 0.0
-    gap = float(upper - log_z)
-    return BiasCheck(upper, float(upper_se), gap, float(np.hypot(upper_se, own_se)),
-                     len(starts), gradients)  # fmt: skip
+        return float("inf"), float("inf"), gradients
+    log_inv, upper_se = log_mean_exp_se(rev)
+    return float(target.log_z_initial) - log_inv, float(upper_se), gradients
 
 
 def with_bias(result: AISResult, check: BiasCheck) -> AISResult:

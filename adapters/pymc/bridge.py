@@ -1,0 +1,159 @@
+"""``bridge_sampling``: the evidence of a PyMC (or Bambi) model from the ``pm.sample`` draws you
+already have.
+
+Example
+-------
+>>> import numpy as np, pymc as pm
+>>> from ppl_hais.adapters import pymc as php
+>>> with pm.Model() as model:
+...     mu = pm.Normal("mu", 0.0, 2.0)
+...     sigma = pm.HalfNormal("sigma", 1.0)
+...     y = pm.Normal("y", mu, 1.0, observed=np.array([0.3, -0.5, 1.1]))
+...     idata = pm.sample(1000, chains=2, cores=1, random_seed=0, progressbar=False)
+>>> res = php.bridge_sampling(idata, model)
+>>> round(res.log_z, 1), res.warning   # exact: -4.69 (sigma does not enter the likelihood)
+(-4.7, False)
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pymc as pm
+from pymc.sampling.jax import get_jaxified_graph
+from pytensor.graph.replace import clone_replace
+
+from ppl_hais.arviz import group, group_names
+from ppl_hais.bridge import bridge_evidence
+from ppl_hais.precision import float64
+
+from .target import cached_target
+
+__all__ = ["bridge_sampling"]
+
+
+def _pymc_model(model):
+    """A pm.Model from ``model``: itself, a Bambi model's (built if it is not), or the one of
+    the ``with`` context."""
+    if model is not None and not isinstance(model, pm.Model) and hasattr(model, "backend"):
+        if getattr(model, "backend", None) is None or not hasattr(model.backend, "model"):
+            model.build()
+        return model.backend.model
+    return pm.modelcontext(model)
+
+
+@float64
+def bridge_sampling(
+    idata,
+    model=None,
+    *,
+    random_seed=None,
+    method: str = "normal",
+    cross_check: bool = False,
+    progressbar: bool = True,
+    hais_kwargs: dict | None = None,
+):
+    """log p(data | model) from ``pm.sample``'s draws by bridge sampling
+    (:mod:`ppl_hais.bridge`), inside or outside ``with model:``.
+
+    Parameters
+    ----------
+    idata : InferenceData or DataTree
+        What ``pm.sample`` returned (ArviZ 0.x or 1.x): its ``posterior`` group, the values the
+        user sees, is mapped to the model's unconstrained value variables by the model's own
+        transforms (Jacobians included). Deterministics are ignored; no ``log_likelihood``
+        group is needed.
+    model : pm.Model or bambi.Model, optional
+        Default: the model of the ``with`` context. A fitted Bambi model goes in as it is.
+    random_seed : int, optional
+        For the proposal's draws (and the cross-check's anneals).
+    method : {"normal", "warp3", "student_t"}
+        The proposal (:func:`ppl_hais.bridge_sampling`).
+    cross_check : bool
+        Also anneal: forward from the prior (a stochastic lower bound, no draws needed, as
+        ``php.sample_hais``) and back from the draws; the three estimates are reported side by
+        side and a disagreement warns.
+    hais_kwargs : dict, optional
+        Keywords of the cross-check's forward anneal (``draws`` there is ``num_particles``).
+
+    Returns
+    -------
+    ppl_hais.BridgeResult
+        ``log_z``, ``log_z_se``, the checks (raised as one ``EvidenceWarning``),
+        ``summary()``, ``to_arviz()``; ``ph.compare_evidence`` takes it beside
+        ``php.sample_hais`` and ``pm.sample_smc`` results.
+    """
+    model = _pymc_model(model)
+    target = cached_target(model)
+    draws = unconstrained_draws(target, idata)
+    key = jax.random.key(0 if random_seed is None else int(random_seed))
+    return bridge_evidence(
+        key, target, draws, method=method, cross_check=cross_check, progress_bar=progressbar,
+        **(hais_kwargs or {}),
+    )  # fmt: skip
+
+
+def unconstrained_draws(target, idata) -> np.ndarray:
+    """The posterior draws of ``target.model``'s free variables as flat vectors of its value
+    variables (transformed as PyMC samples them): (chains, draws, D)."""
+    model = target.model
+    if target.discrete_names:
+        raise ValueError(
+            f"variable(s) {target.discrete_names} are discrete: bridge sampling needs a density "
+            "over continuous variables only. Marginalize them in the model (a pm.Mixture, or "
+            "pymc_extras' marginalize) or use php.sample_hais, which anneals discrete variables."
+        )
+    if not (hasattr(idata, "posterior") or hasattr(idata, "children")):
+        raise TypeError(f"expected an InferenceData or DataTree, got {type(idata).__name__}")
+    if "posterior" not in group_names(idata):
+        raise ValueError(
+            "the InferenceData has no posterior group: pass what pm.sample() returned "
+            "(prior or posterior-predictive draws are not posterior draws)"
+        )
+    post = group(idata, "posterior")
+    names = [rv.name for rv in model.free_RVs]
+    missing = [n for n in names if n not in post.data_vars]
+    if missing:
+        raise ValueError(
+            f"the posterior lacks the model's free variable(s) {missing} (it holds "
+            f"{sorted(post.data_vars)}; deterministics cannot stand for the variables they "
+            "are computed from): pass the idata that pm.sample returned for this model"
+        )
+    values = []
+    for rv in model.free_RVs:
+        v = np.asarray(post[rv.name].transpose("chain", "draw", ...).values, dtype=float)
+        expected = tuple(int(d) for d in rv.shape.eval())
+        if v.shape[2:] != expected:
+            raise ValueError(
+                f"variable '{rv.name}' has draws of shape {v.shape[2:]}, the model's is "
+                f"{expected}: the draws do not come from this model (or its data changed)"
+            )
+        values.append(v)
+    chains, per_chain = values[0].shape[:2]
+    forward = _forward(target)
+    flat = forward(
+        *[v.reshape((chains * per_chain,) + v.shape[2:]) for v in values]
+    )
+    out = np.concatenate(
+        [np.reshape(np.asarray(f), (chains * per_chain, -1)) for f in flat], axis=1
+    )
+    if out.shape[1] != target.dim:
+        raise ValueError(f"the draws give {out.shape[1]} coordinates, the model {target.dim}")
+    return out.reshape(chains, per_chain, target.dim)
+
+
+def _forward(target):
+    """JAX function: the free variables' values → their value variables (PyMC's transforms),
+    compiled once per target (a model's data change makes a new target: ``cached_target``)."""
+    fn = getattr(target, "_forward", None)
+    if fn is None:
+        model = target.model
+        inputs = [rv.type() for rv in model.free_RVs]
+        outputs = []
+        for rv, x in zip(model.free_RVs, inputs, strict=True):
+            transform = model.rvs_to_transforms.get(rv)
+            outputs.append(x if transform is None else transform.forward(x, *rv.owner.inputs))
+        outputs = clone_replace(outputs, replace=dict(zip(model.free_RVs, inputs, strict=True)))
+        fn = jax.jit(jax.vmap(get_jaxified_graph(inputs=inputs, outputs=outputs)))
+        target._forward = fn
+    return fn
