@@ -290,6 +290,7 @@ def bridge_dataset(result) -> xr.Dataset:
         data["log_marginal_likelihood_forward"] = scalar(cc.log_z_forward)
         data["log_marginal_likelihood_forward_se"] = scalar(cc.log_z_forward_se)
         data["log_marginal_likelihood_reverse"] = scalar(cc.log_z_reverse)
+        data["log_marginal_likelihood_reverse_se"] = scalar(cc.log_z_reverse_se)
         data["bias_gap"] = scalar(result.bias_gap)
     ds = xr.Dataset(data, coords={"chain": np.arange(len(result.chain_log_z))})
     ds.attrs.update(

@@ -200,3 +200,63 @@ def plot_weights(result, ax=None, chain=0):
     ax.set_ylabel("particles")
     ax.set_title(f"ESS {result.ess:.0f} of {result.num_particles}")
     return ax
+
+
+def plot_bridge(result, axes=None, truth=None):
+    """Bridge sampling (:class:`~ppl_hais.BridgeResult`, or its ``to_arviz()``) on two panels:
+    the fixed point's iterations of log Ẑ (a path that wanders or does not settle: proposal
+    and posterior barely overlap), and each chain's estimate with ±2 SE beside the pooled one
+    and, after ``cross_check=True``, the forward (lower) and reverse anneals (chains or
+    anneals off the pooled band: draws that do not stand for the whole posterior)."""
+    import matplotlib.pyplot as plt
+
+    if hasattr(result, "iterations"):
+        path, lz, se = np.asarray(result.iterations), result.log_z, result.log_z_se
+        chains, chain_se = result.chain_log_z, result.chain_log_z_se
+        cc = result.cross_check
+        fwd = None if cc is None else (cc.log_z_forward, cc.log_z_forward_se)
+        rev = None if cc is None else (cc.log_z_reverse, cc.log_z_reverse_se)
+        warned = bool(result.checks)
+    else:
+        try:
+            ss = result["sample_stats"]
+        except (KeyError, TypeError):
+            raise TypeError(f"expected a BridgeResult, got {type(result).__name__}") from None
+        if "bridge_iterations" not in ss:
+            raise TypeError("this ArviZ output holds no bridge-sampling estimate")
+        val = lambda name: np.asarray(ss[name].values)  # noqa: E731
+        path, lz, se = val("bridge_iterations"), float(val("log_marginal_likelihood")), float(
+            val("log_marginal_likelihood_se"))  # fmt: skip
+        chains, chain_se = val("chain_log_marginal_likelihood"), val(
+            "chain_log_marginal_likelihood_se")  # fmt: skip
+        fwd = (float(val("log_marginal_likelihood_forward")),
+               float(val("log_marginal_likelihood_forward_se"))) if (
+            "log_marginal_likelihood_forward" in ss) else None  # fmt: skip
+        rev = (float(val("log_marginal_likelihood_reverse")),
+               float(val("log_marginal_likelihood_reverse_se"))) if (
+            "log_marginal_likelihood_reverse" in ss) else None  # fmt: skip
+        warned = bool(val("evidence_warning"))
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    ax0, ax1 = axes
+    ax0.plot(np.arange(len(path)), path, "o-", ms=3)
+    ax0.set_xlabel("iteration")
+    ax0.set_ylabel("log Ẑ")
+    ax0.set_title("bridge fixed point" + (" (warned)" if warned else ""))
+    labels = [f"chain {c}" for c in range(len(chains))] + ["pooled"]
+    values, errs = list(chains) + [lz], list(chain_se) + [se]
+    for name, est in (("forward anneal", fwd), ("reverse anneal", rev)):
+        if est is not None:
+            labels.append(name)
+            values.append(est[0])
+            errs.append(est[1])
+    y = np.arange(len(values))
+    finite = np.where(np.isfinite(errs), errs, 0.0)
+    ax1.errorbar(values, y, xerr=2 * finite, fmt="o", capsize=3)
+    ax1.axvspan(lz - 2 * se, lz + 2 * se, alpha=0.15, color="C0")
+    if truth is not None:
+        ax1.axvline(truth, color="k", ls="--", lw=1, label="exact")
+        ax1.legend()
+    ax1.set_yticks(y, labels)
+    ax1.set_xlabel("log evidence (±2 SE)")
+    return axes

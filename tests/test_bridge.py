@@ -154,6 +154,13 @@ def test_cross_check_shows_a_missed_mode():
     assert res.shortfall == pytest.approx(cc.log_z_forward - res.log_z)
     assert abs(res.shortfall - np.log(2)) < 0.1
     assert "cross-check" in res.summary()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    for obj in (res, res.to_arviz()):  # the result, or its ArviZ output
+        axes = ph.plots.plot_bridge(obj, truth=MIX_EXACT)
+        assert len(axes[1].get_yticks()) == 4 + 1 + 2  # chains, pooled, both anneals
+    assert float(res.to_arviz()["sample_stats"]["bias_gap"]) == pytest.approx(res.bias_gap)
     # both modes drawn: the three agree and nothing warns
     both = np.where(rng.random((4, 1000, 1)) < 0.5, one_mode, -one_mode)
     with warnings.catch_warnings():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pymc as pm
+import xarray as xr
 from pymc.sampling.jax import get_jaxified_graph
 from pytensor.graph.replace import clone_replace
 
@@ -32,14 +33,48 @@ from .target import cached_target
 __all__ = ["bridge_sampling"]
 
 
+def _is_bambi(model) -> bool:
+    return model is not None and not isinstance(model, pm.Model) and hasattr(model, "backend")
+
+
 def _pymc_model(model):
     """A pm.Model from ``model``: itself, a Bambi model's (built if it is not), or the one of
     the ``with`` context."""
-    if model is not None and not isinstance(model, pm.Model) and hasattr(model, "backend"):
+    if _is_bambi(model):
         if getattr(model, "backend", None) is None or not hasattr(model.backend, "model"):
             model.build()
         return model.backend.model
     return pm.modelcontext(model)
+
+
+def _bambi_posterior(fit, post):
+    """Bambi samples the intercept of centered predictors and reports it uncentered
+    (``Intercept − x̄·β``, in its ``_clean_results``); the model's own variable is the centered
+    one, so add ``x̄·β`` back. Uses Bambi's own design matrices and term names."""
+    if not getattr(fit, "center_predictors", False):
+        return post
+    from bambi.utils import get_aliased_name
+
+    post = post.copy()
+    for comp in fit.backend.distributional_components.values():
+        term = comp.component
+        if not (term.intercept_term and term.common_terms):
+            continue
+        response = getattr(fit, "response_term", None) or fit.response_component.term
+        if getattr(response, "coords", None):
+            raise ValueError(
+                "a Bambi model with a multi-level response and centered predictors: fit it "
+                "with bmb.Model(..., center_predictors=False) for bridge sampling"
+            )
+        xbar = np.asarray(comp.design_matrix_without_intercept).mean(axis=0)
+        names = [get_aliased_name(t) for t in term.common_terms.values()]
+        coefs = np.concatenate(
+            [np.reshape(post[n].transpose("chain", "draw", ...).values,
+                        post[n].shape[:2] + (-1,)) for n in names], axis=-1,
+        )  # fmt: skip
+        name = get_aliased_name(term.intercept_term)
+        post[name] = post[name] + xr.DataArray(coefs @ xbar, dims=("chain", "draw"))
+    return post
 
 
 @float64
@@ -83,9 +118,10 @@ def bridge_sampling(
         ``summary()``, ``to_arviz()``; ``ph.compare_evidence`` takes it beside
         ``php.sample_hais`` and ``pm.sample_smc`` results.
     """
+    bambi = model if _is_bambi(model) else None
     model = _pymc_model(model)
     target = cached_target(model)
-    draws = unconstrained_draws(target, idata)
+    draws = unconstrained_draws(target, idata, bambi)
     key = jax.random.key(0 if random_seed is None else int(random_seed))
     return bridge_evidence(
         key, target, draws, method=method, cross_check=cross_check, progress_bar=progressbar,
@@ -93,7 +129,7 @@ def bridge_sampling(
     )  # fmt: skip
 
 
-def unconstrained_draws(target, idata) -> np.ndarray:
+def unconstrained_draws(target, idata, bambi=None) -> np.ndarray:
     """The posterior draws of ``target.model``'s free variables as flat vectors of its value
     variables (transformed as PyMC samples them): (chains, draws, D)."""
     model = target.model
@@ -111,6 +147,8 @@ def unconstrained_draws(target, idata) -> np.ndarray:
             "(prior or posterior-predictive draws are not posterior draws)"
         )
     post = group(idata, "posterior")
+    if bambi is not None:
+        post = _bambi_posterior(bambi, post)
     names = [rv.name for rv in model.free_RVs]
     missing = [n for n in names if n not in post.data_vars]
     if missing:
@@ -118,6 +156,7 @@ def unconstrained_draws(target, idata) -> np.ndarray:
             f"the posterior lacks the model's free variable(s) {missing} (it holds "
             f"{sorted(post.data_vars)}; deterministics cannot stand for the variables they "
             "are computed from): pass the idata that pm.sample returned for this model"
+            + ("; a Bambi fit needs fit(..., omit_offsets=False)" if bambi is not None else "")
         )
     values = []
     for rv in model.free_RVs:

@@ -1,0 +1,99 @@
+"""phn.bridge_sampling: a NumPyro MCMC's draws in, the evidence out, against exact values."""
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer import MCMC, NUTS
+from scipy import special, stats
+
+import ppl_hais as ph
+from ppl_hais.adapters import numpyro as phn
+
+rng = np.random.default_rng(4)
+X = rng.normal(size=(40, 3))
+Y = X @ np.array([0.5, -1.0, 0.3]) + rng.normal(size=40)
+COUNTS = np.array([5.0, 3, 12, 0, 7])
+ALPHA = np.array([1.0, 2, 1, 0.5, 1.5])
+
+
+def exact():
+    reg = stats.multivariate_normal(np.zeros(40), np.eye(40) + X @ X.T).logpdf(Y)
+    n = COUNTS.sum()
+    dm = (special.gammaln(n + 1) - special.gammaln(COUNTS + 1).sum()
+          + special.gammaln(ALPHA.sum()) - special.gammaln(ALPHA.sum() + n)
+          + (special.gammaln(ALPHA + COUNTS) - special.gammaln(ALPHA)).sum())  # fmt: skip
+    return float(reg + dm)
+
+
+def model(x, y, counts):
+    """A conjugate regression and a Dirichlet-multinomial (a simplex): evidence in closed form."""
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([3]).to_event(1))
+    numpyro.sample("y", dist.Normal(x @ w, 1.0).to_event(1), obs=y)
+    p = numpyro.sample("p", dist.Dirichlet(jnp.asarray(ALPHA)))
+    numpyro.deterministic("p_max", jnp.max(p))
+    numpyro.sample("counts", dist.Multinomial(int(COUNTS.sum()), p), obs=counts)
+
+
+DATA = dict(x=jnp.asarray(X), y=jnp.asarray(Y), counts=jnp.asarray(COUNTS))
+
+
+@pytest.fixture(scope="module")
+def mcmc():
+    m = MCMC(NUTS(model), num_warmup=500, num_samples=1000, num_chains=4,
+             chain_method="vectorized", progress_bar=False)  # fmt: skip
+    m.run(jax.random.key(0), **DATA)
+    return m
+
+
+def test_evidence_from_mcmc_matches_exact(mcmc):
+    res = phn.bridge_sampling(mcmc, model, rng_key=jax.random.key(1), **DATA)
+    assert not res.warning, res.checks
+    assert abs(res.log_z - exact()) < 4 * res.log_z_se
+    assert res.num_draws == 4 * 500 and len(res.chain_log_z) == 4
+
+
+def test_samples_dict_and_arviz_forms_agree(mcmc):
+    key = jax.random.key(1)
+    base = phn.bridge_sampling(mcmc, model, rng_key=key, **DATA)
+    grouped = phn.bridge_sampling(mcmc.get_samples(group_by_chain=True), model, rng_key=key,
+                                  group_by_chain=True, **DATA)  # fmt: skip
+    assert grouped.log_z == pytest.approx(base.log_z, abs=1e-9)
+    idata = az.from_numpyro(mcmc)
+    from_idata = phn.bridge_sampling(idata, model, rng_key=key, **DATA)
+    assert from_idata.log_z == pytest.approx(base.log_z, abs=1e-9)
+    flat = phn.bridge_sampling(mcmc.get_samples(), model, rng_key=key, **DATA)  # one chain
+    assert len(flat.chain_log_z) == 1
+    assert abs(flat.log_z - exact()) < 4 * flat.log_z_se
+
+
+def test_bad_input(mcmc):
+    samples = mcmc.get_samples(group_by_chain=True)
+    with pytest.raises(ValueError, match=r"lack the model's latent site\(s\) \['p'\]"):
+        phn.bridge_sampling({k: v for k, v in samples.items() if k != "p"}, model,
+                            group_by_chain=True, **DATA)  # fmt: skip
+    with pytest.raises(ValueError, match="deterministic"):  # deterministic-only
+        phn.bridge_sampling({"p_max": samples["p_max"]}, model, group_by_chain=True, **DATA)
+    short = {k: v[:, :60] for k, v in samples.items()}
+    with pytest.raises(ValueError, match="at least 100"):
+        phn.bridge_sampling(short, model, group_by_chain=True, **DATA)
+    uneven = dict(samples, w=samples["w"][:, :500])
+    with pytest.raises(ValueError, match="same chains and draws"):
+        phn.bridge_sampling(uneven, model, group_by_chain=True, **DATA)
+    with pytest.raises(TypeError, match="MCMC object"):
+        phn.bridge_sampling([1, 2, 3], model, **DATA)
+    wrong = dict(samples, w=samples["w"][..., :2])
+    with pytest.raises(ValueError, match="do not fit|coordinates"):
+        phn.bridge_sampling(wrong, model, group_by_chain=True, **DATA)
+
+
+def test_compare_with_hais(mcmc):
+    res = phn.bridge_sampling(mcmc, model, **DATA)
+    hais = phn.HAIS(model, num_particles=256, num_steps=500, progress_bar=False)
+    hais.run(jax.random.key(2), **DATA)
+    table = ph.compare_evidence({"bridge": res, "hais": hais})
+    diff = abs(table.loc["bridge", "log_evidence"] - table.loc["hais", "log_evidence"])
+    assert diff < 4 * np.hypot(res.log_z_se, hais.log_evidence_se) + 0.02
