@@ -52,3 +52,16 @@ def test_readme_example_runs():
     exec(compile(code, "README.md", "exec"), scope)
     assert np.isfinite(scope["result"].log_z)
     assert "posterior" in ph.arviz.group_names(scope["idata"])
+
+
+def test_readme_bridge_recipe_runs():
+    """The README's "I ran pm.sample, now compare two models" recipe, with shorter chains."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    code = re.search(r"## Evidence from the draws you already have.*?```python\n(.*?)```",
+                     text, re.S).group(1)  # fmt: skip
+    code = code.replace("pm.sample(1000, chains=4,", "pm.sample(400, tune=400, chains=2, cores=1,")
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    table = scope["table"]
+    assert table.index[0] == "slope" and table.loc["intercept only", "bayes_factor"] > 1e3
+    assert not table["warning"].any()

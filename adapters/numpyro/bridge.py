@@ -39,7 +39,7 @@ def _samples(mcmc_or_samples, group_by_chain):
     obj = mcmc_or_samples
     if hasattr(obj, "get_samples"):
         return {k: np.asarray(v) for k, v in obj.get_samples(group_by_chain=True).items()}
-    if hasattr(obj, "posterior") or hasattr(obj, "children"):  # az.from_numpyro(...)
+    if type(obj).__name__ in ("InferenceData", "DataTree"):  # az.from_numpyro(...)
         if "posterior" not in group_names(obj):
             raise ValueError("the InferenceData has no posterior group to take draws from")
         post = group(obj, "posterior")

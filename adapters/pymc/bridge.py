@@ -139,7 +139,7 @@ def unconstrained_draws(target, idata, bambi=None) -> np.ndarray:
             "over continuous variables only. Marginalize them in the model (a pm.Mixture, or "
             "pymc_extras' marginalize) or use php.sample_hais, which anneals discrete variables."
         )
-    if not (hasattr(idata, "posterior") or hasattr(idata, "children")):
+    if type(idata).__name__ not in ("InferenceData", "DataTree"):
         raise TypeError(f"expected an InferenceData or DataTree, got {type(idata).__name__}")
     if "posterior" not in group_names(idata):
         raise ValueError(
