@@ -223,7 +223,6 @@ def run_model(name, spec, args):
 
 
 def _run_named(name, args):
-    jax.config.update("jax_enable_x64", False)
     return run_model(name, cases()[name], args)
 
 

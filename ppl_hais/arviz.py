@@ -285,6 +285,8 @@ def bridge_dataset(result) -> xr.Dataset:
         "bridge_iterations": xr.DataArray(result.iterations, dims=["iteration"]),
         "evidence_warning": xr.DataArray(bool(result.checks)),
     }
+    if result.divergences is not None:
+        data["divergences"] = xr.DataArray(int(result.divergences))
     cc = result.cross_check
     if cc is not None:
         data["log_marginal_likelihood_forward"] = scalar(cc.log_z_forward)

@@ -67,6 +67,7 @@ MIN_DRAWS = 100  # draws per chain below this are refused: half of them fit the 
 METHODS = ("normal", "warp3", "student_t")
 STUDENT_DF = 5.0
 ESS_WARN = 100.0  # the draws' smallest effective sample size (bridge half) below this warns
+DIVERGENCE_WARN = 0.0025  # divergent transitions above this fraction of the draws warn
 RHAT_WARN = 1.05  # a coordinate's split-R̂ at or above this warns: the chains disagree
 CROSS_FLOOR = 0.1  # nats: a cross-check difference below this never warns
 NUM_REVERSE = 256  # draws annealed back by the cross-check
@@ -139,6 +140,7 @@ class BridgeResult:
     proposal: Gaussian
     wall_time: float = float("nan")
     cross_check: CrossCheck | None = None
+    divergences: int | None = None  # the sampler's divergent transitions among the draws
 
     @property
     def warning(self) -> bool:
@@ -177,7 +179,9 @@ class BridgeResult:
             f"{'converged' if self.converged else 'NOT converged'} in "
             f"{len(self.iterations) - 1} iterations)",
             f"  draws: {self.num_draws} in the bridge, ESS median {self.ess:.0f} / min "
-            f"{self.min_ess:.0f}, split-R̂ max {self.rhat:.3f}; proposal: {self.num_proposal} "
+            f"{self.min_ess:.0f}, split-R̂ max {self.rhat:.3f}"
+            f"{'' if self.divergences is None else f', {self.divergences} divergent'}; "
+            f"proposal: {self.num_proposal} "
             f"draws, Pareto k̂ {self.pareto_k:.2f}",
             "  per chain: "
             + ", ".join(f"{z:.3f} ± {s:.3f}" for z, s in zip(self.chain_log_z,
@@ -280,6 +284,7 @@ def bridge_sampling(
     num_proposal: int | None = None,
     tol: float = 1e-10,
     max_iter: int = 1000,
+    diverging=None,
 ) -> BridgeResult:
     """log Z = log ∫ exp(log_density) from posterior draws, by the optimal bridge.
 
@@ -300,6 +305,10 @@ def bridge_sampling(
         Proposal draws N₂ (default: as many as the bridge's posterior draws).
     tol, max_iter :
         Convergence of the fixed-point iteration on log Ẑ.
+    diverging : array of bool, optional
+        The sampler's divergent transitions among the draws (NUTS's ``diverging``): above
+        0.25% of the draws they warn, since the draws then miss the regions the sampler could
+        not enter.
 
     Returns
     -------
@@ -307,14 +316,14 @@ def bridge_sampling(
         Failed checks are also raised as one :class:`~ppl_hais.EvidenceWarning`.
     """
     result = bridge(rng_key, log_density, draws, method=method, num_proposal=num_proposal,
-                    tol=tol, max_iter=max_iter)  # fmt: skip
+                    tol=tol, max_iter=max_iter, diverging=diverging)  # fmt: skip
     diagnostics.warn(result.checks, "log evidence (bridge sampling)")
     return result
 
 
 @float64
 def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, tol=1e-10,
-           max_iter=1000) -> BridgeResult:  # fmt: skip
+           max_iter=1000, diverging=None) -> BridgeResult:  # fmt: skip
     """:func:`bridge_sampling` without raising its warning (for callers that add checks)."""
     start = time.perf_counter()
     if method not in METHODS:
@@ -393,7 +402,9 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
         se = max(se, float(np.std(rel, ddof=1) / np.sqrt(chains)))
     rhat = float(np.nanmax([split_rhat(post[..., d]) for d in range(dim)]))
     khat = diagnostics.pareto_khat(l2)
+    divergences = None if diverging is None else int(np.sum(np.asarray(diverging, bool)))
     checks = bridge_checks(
+        divergences=divergences, num_draws=chains * per_chain,
         converged=converged, max_iter=max_iter, min_ess=float(np.nanmin(ess_coord)),
         rhat=rhat, chain_log_z=np.array(chain_z), chain_log_z_se=np.array(chain_se),
     )  # fmt: skip
@@ -403,7 +414,7 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
         min_ess=float(np.nanmin(ess_coord)), rhat=rhat, pareto_k=khat,
         chain_log_z=np.array(chain_z), chain_log_z_se=np.array(chain_se), num_draws=n1,
         num_proposal=n2, evaluations=int(evaluations), proposal=proposal,
-        wall_time=time.perf_counter() - start,
+        wall_time=time.perf_counter() - start, divergences=divergences,
     )  # fmt: skip
 
 
@@ -415,11 +426,19 @@ _REMEDY = (
 
 
 def bridge_checks(
-    *, converged=True, max_iter=1000, min_ess=None, rhat=None, chain_log_z=None,
-    chain_log_z_se=None,
+    *, divergences=None, num_draws=0, converged=True, max_iter=1000, min_ess=None, rhat=None,
+    chain_log_z=None, chain_log_z_se=None,
 ) -> tuple[str, ...]:  # fmt: skip
     """The failed checks of a bridge estimate, each one sentence with its remedy."""
     out = []
+    if divergences and divergences > DIVERGENCE_WARN * max(num_draws, 1):
+        out.append(
+            f"divergences: {divergences} of the {num_draws} draws followed divergent "
+            f"transitions (> {DIVERGENCE_WARN:.1%}): the sampler could not enter regions of "
+            "high curvature (a funnel's neck), so the draws, and an estimate built on them, "
+            "miss their mass. Remedy: a non-centered parameterization, a higher target_accept; "
+            "or the annealing estimate, which needs no draws."
+        )
     if not converged:
         out.append(
             f"converged: the bridge's fixed-point iteration did not settle in {max_iter} steps: "
@@ -491,7 +510,7 @@ def cross_checks(log_z, log_z_se, cc: CrossCheck) -> tuple[str, ...]:
 
 def bridge_evidence(
     rng_key, model, draws, *, method="normal", cross_check=False, num_reverse=NUM_REVERSE,
-    progress_bar=True, **hais_kwargs,
+    progress_bar=True, diverging=None, **hais_kwargs,
 ) -> BridgeResult:  # fmt: skip
     """Bridge sampling over an adapter's model (a :class:`~ppl_hais.density.ModelDensity`)
     from its unconstrained draws (chains, draws, D), warning as :func:`bridge_sampling` does.
@@ -506,7 +525,7 @@ def bridge_evidence(
     from .evidence import _improper_note, evidence
 
     key_bridge, key_fwd, key_rev = jax.random.split(rng_key, 3)
-    result = bridge(key_bridge, model.log_joint, draws, method=method)
+    result = bridge(key_bridge, model.log_joint, draws, method=method, diverging=diverging)
     checks = result.checks
     if cross_check:
         with warnings.catch_warnings():  # its checks are kept in the CrossCheck instead

@@ -190,3 +190,15 @@ def test_reporting_arviz_and_compare():
     # each chain's estimate pools to about the whole
     pooled = logsumexp(res.chain_log_z) - np.log(4)
     assert abs(pooled - res.log_z) < 3 * res.log_z_se
+
+
+def test_divergent_draws_warn():
+    x = draws(0)
+    few = np.zeros(x.shape[:2], bool)
+    few[0, :5] = True  # 5 of 4000 (non-centered eight schools: 0-4): not a warning
+    assert not bridge(jax.random.key(0), log_q, x, diverging=few).checks
+    many = np.zeros(x.shape[:2], bool)
+    many[:, ::50] = True  # 80 of 4000
+    res = bridge(jax.random.key(0), log_q, x, diverging=many)
+    assert res.divergences == 80 and res.checks[0].startswith("divergences: 80 of the 4000")
+    assert int(res.to_arviz()["sample_stats"]["divergences"]) == 80

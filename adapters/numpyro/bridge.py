@@ -73,7 +73,8 @@ def bridge_sampling(
     Parameters
     ----------
     mcmc_or_samples : numpyro.infer.MCMC, dict or InferenceData
-        The draws: an MCMC that has run (its chains are kept apart), a dict of samples by site
+        The draws: an MCMC that has run (its chains are kept apart; its divergent transitions
+        are checked), a dict of samples by site
         (flat ``(draws, ...)`` as ``mcmc.get_samples()`` gives them; ``(chains, draws, ...)``
         with ``group_by_chain=True``), or ``az.from_numpyro(mcmc)``. Values are in the
         constrained space the model sees; they are mapped to the unconstrained space by
@@ -105,8 +106,20 @@ def bridge_sampling(
     draws = unconstrained_draws(nt, samples)
     return bridge_evidence(
         key, nt, draws, method=method, cross_check=cross_check, progress_bar=progress_bar,
-        **(hais_kwargs or {}),
+        diverging=_diverging(mcmc_or_samples), **(hais_kwargs or {}),
     )  # fmt: skip
+
+
+def _diverging(obj):
+    """NUTS's divergent transitions: an MCMC's extra field or an InferenceData's sample_stats
+    ``diverging``; None from a dict of samples."""
+    if hasattr(obj, "get_extra_fields"):
+        value = obj.get_extra_fields().get("diverging")
+        return None if value is None else np.asarray(value)
+    if type(obj).__name__ in ("InferenceData", "DataTree") and "sample_stats" in group_names(obj):
+        ss = group(obj, "sample_stats")
+        return np.asarray(ss["diverging"].values) if "diverging" in ss else None
+    return None
 
 
 def unconstrained_draws(nt: NumPyroTarget, samples) -> np.ndarray:

@@ -125,8 +125,16 @@ def bridge_sampling(
     key = jax.random.key(0 if random_seed is None else int(random_seed))
     return bridge_evidence(
         key, target, draws, method=method, cross_check=cross_check, progress_bar=progressbar,
-        **(hais_kwargs or {}),
+        diverging=_diverging(idata), **(hais_kwargs or {}),
     )  # fmt: skip
+
+
+def _diverging(idata):
+    """pm.sample's divergent transitions (sample_stats ``diverging``), or None."""
+    if "sample_stats" not in group_names(idata):
+        return None
+    ss = group(idata, "sample_stats")
+    return np.asarray(ss["diverging"].values) if "diverging" in ss else None
 
 
 def unconstrained_draws(target, idata, bambi=None) -> np.ndarray:
