@@ -232,7 +232,12 @@ def main():
     p.add_argument("--hais-seeds", type=int, default=5)
     p.add_argument("--out", default="docs/bridge.md")
     p.add_argument("--only", default=None, help="run the models whose name contains this")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite the report from the JSON beside --out, running nothing")
     args = p.parse_args()
+    if args.report_only:
+        with open(args.out.replace(".md", ".json")) as f:
+            return write(args, json.load(f))
     names = [n for n in cases() if args.only is None or args.only in n]
     # one process per model: each seed's NUTS and annealers compile anew, and XLA's compiled
     # code is not freed within a process (20 seeds × 10 models ran out of memory in one)
@@ -267,7 +272,7 @@ def write(args, results):
         "ladder) on the first seeds; cross-check: `cross_check=True` on the same seeds "
         "(forward = the forward anneal's error, reverse = the reverse anneal's from the draws).",
         "",
-        "| model | note | bridge error: mean (sd) | mean SE | coverage ±2SE (unwarned) "
+        "| model | note | bridge error: mean (sd) | median SE | coverage ±2SE (unwarned) "
         "| warned | checks that fired | bridge s | NUTS s (divergences) "
         "| HAIS error (SE) | HAIS s | cross_check fired | forward / reverse error |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -290,14 +295,24 @@ def write(args, results):
         lines.append(
             f"| {r['name']} | {notes.get(r['name'], '')}{ref} "
             f"| {err.mean():+.4f} ({err.std():.4f}) "
-            f"| {se.mean():.4f} | {cover} | {warned.sum()}/{len(rows)} | {', '.join(fired) or '–'} "
+            f"| {np.median(se):.4f} | {cover} | {warned.sum()}/{len(rows)} "
+            f"| {', '.join(fired) or '–'} "
             f"| {np.median([x['t_bridge'] for x in rows]):.2f} "
             f"| {np.median([x['t_nuts'] for x in rows]):.1f} "
             f"({np.mean([x['divergences'] for x in rows]):.0f}) | {hais} | {t_h} | {ccw} | {fr} |"
         )
     khat_right = [x["khat"] for r in results for x in r["rows"] if abs(x["error"]) <= 0.1]
+    quiet = [(r["name"], x) for r in results for x in r["rows"] if not x["checks"]]
+    silent = [(n, x) for n, x in quiet if abs(x["error"]) > 3 * x["se"] + 0.05]
+    right = [x for r in results for x in r["rows"] if abs(x["error"]) <= 0.1]
+    by_model = sorted({n for n, _ in silent})
     lines += [
         "",
+        f"Runs without a warning: {len(quiet)}; ±2 SE covers {np.mean([abs(x['error']) <= 2 * x['se'] for _, x in quiet]):.0%}"  # noqa: E501
+        f" of them; silent misses (|error| > 3 SE + 0.05 without a warning): {len(silent)}"
+        f"{' (' + ', '.join(f'{n}: {sum(1 for m, _ in silent if m == n)}' for n in by_model) + ')' if silent else ''}."  # noqa: E501
+        f" Right runs (|error| ≤ 0.1) that warned: {sum(bool(x['checks']) for x in right)} of "
+        f"{len(right)}.",
         f"The proposal's Pareto k̂ over the right runs: median {np.median(khat_right):.2f}, "
         f"max {np.max(khat_right):.2f}, ≥ 0.7 in {np.mean(np.array(khat_right) >= 0.7):.0%}.",
         "",

@@ -66,7 +66,9 @@ __all__ = ["BridgeResult", "CrossCheck", "bridge_evidence", "bridge_sampling", "
 MIN_DRAWS = 100  # draws per chain below this are refused: half of them fit the proposal
 METHODS = ("normal", "warp3", "student_t")
 STUDENT_DF = 5.0
-ESS_WARN = 100.0  # the draws' smallest effective sample size (bridge half) below this warns
+# the draws' smallest effective sample size (bridge half) below this many per chain warns: 50 of
+# the half is Vehtari et al.'s (2021) 100 per chain of the whole run
+ESS_WARN_PER_CHAIN = 50.0
 DIVERGENCE_WARN = 0.0025  # divergent transitions above this fraction of the draws warn
 RHAT_WARN = 1.05  # a coordinate's split-R̂ at or above this warns: the chains disagree
 CROSS_FLOOR = 0.1  # nats: a cross-check difference below this never warns
@@ -404,7 +406,7 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
     khat = diagnostics.pareto_khat(l2)
     divergences = None if diverging is None else int(np.sum(np.asarray(diverging, bool)))
     checks = bridge_checks(
-        divergences=divergences, num_draws=chains * per_chain,
+        divergences=divergences, num_draws=chains * per_chain, num_chains=chains,
         converged=converged, max_iter=max_iter, min_ess=float(np.nanmin(ess_coord)),
         rhat=rhat, chain_log_z=np.array(chain_z), chain_log_z_se=np.array(chain_se),
     )  # fmt: skip
@@ -426,8 +428,8 @@ _REMEDY = (
 
 
 def bridge_checks(
-    *, divergences=None, num_draws=0, converged=True, max_iter=1000, min_ess=None, rhat=None,
-    chain_log_z=None, chain_log_z_se=None,
+    *, divergences=None, num_draws=0, num_chains=1, converged=True, max_iter=1000, min_ess=None,
+    rhat=None, chain_log_z=None, chain_log_z_se=None,
 ) -> tuple[str, ...]:  # fmt: skip
     """The failed checks of a bridge estimate, each one sentence with its remedy."""
     out = []
@@ -445,10 +447,12 @@ def bridge_checks(
             "the proposal and the posterior barely overlap, so the estimate is meaningless and "
             "its SE is reported as inf. Remedy: method='warp3', or the annealing estimate."
         )
-    if min_ess is not None and not min_ess >= ESS_WARN:
+    least = ESS_WARN_PER_CHAIN * max(int(num_chains), 1)
+    if min_ess is not None and not min_ess >= least:
         out.append(
             f"ess: the draws' effective sample size is {min_ess:.0f} in their worst coordinate "
-            f"(< {ESS_WARN:.0f}): the chains mix too slowly for the error bar to be trusted. "
+            f"(< {least:.0f}, {ESS_WARN_PER_CHAIN:.0f} per chain in the half that enters the "
+            "bridge): the chains mix too slowly for the draws, or the error bar, to be trusted. "
             f"Remedy: {_REMEDY}."
         )
     if rhat is not None and np.isfinite(rhat) and rhat >= RHAT_WARN:

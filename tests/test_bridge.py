@@ -87,6 +87,8 @@ def test_error_bar_counts_autocorrelation():
     iid = bridge(jax.random.key(2), log_q, draws(4))
     sticky = bridge(jax.random.key(2), log_q, draws(4, rho=0.9))
     assert sticky.ess < 0.2 * iid.ess
+    assert not iid.checks  # ESS about 2000 against the bar of 4 × 50
+    assert "ess" in [c.split(":")[0] for c in sticky.checks]  # about 105: too slow a mix
     assert sticky.log_z_se > 1.5 * iid.log_z_se
     assert abs(sticky.log_z - EXACT) < 4 * sticky.log_z_se
     # coverage of ±2 SE over seeds, autocorrelated draws

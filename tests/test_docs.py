@@ -65,3 +65,24 @@ def test_readme_bridge_recipe_runs():
     table = scope["table"]
     assert table.index[0] == "slope" and table.loc["intercept only", "bayes_factor"] > 1e3
     assert not table["warning"].any()
+
+
+def _readme_block(header):
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    return re.search(rf"## {header}\n\n```python\n(.*?)```", text, re.S).group(1)
+
+
+def test_readme_numpyro_and_pymc_blocks_run():
+    """The front page's NumPyro and PyMC blocks run as written (fewer temperatures)."""
+    code = _readme_block("NumPyro").replace(
+        "num_particles=512)", "num_particles=128, num_steps=200, progress_bar=False)"
+    )
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert np.isfinite(scope["hais"].log_evidence)
+    code = _readme_block("PyMC").replace(
+        "random_seed=1)", "random_seed=1, num_steps=200, progressbar=False)"
+    )
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert np.isfinite(float(scope["idata"].sample_stats["log_marginal_likelihood"][0]))
