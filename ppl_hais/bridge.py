@@ -57,7 +57,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from . import diagnostics
-from .estimators import chain_ess, split_rhat
+from .estimators import chain_ess, disagreement, split_rhat
 from .precision import float64
 from .target import Gaussian, StudentT
 
@@ -461,15 +461,9 @@ def bridge_checks(
             "(a mode some chains missed, or chains not yet converged), so the draws cannot stand "
             f"for it. Remedy: {_REMEDY}."
         )
-    if chain_log_z is not None and len(chain_log_z) > 1:
-        se = np.asarray(chain_log_z_se, float)
-        z = np.asarray(chain_log_z, float)
-        if np.all(np.isfinite(se)) and np.all(np.isfinite(z)):
-            rel = np.exp(z - z.max())
-            rel = rel / rel.mean()
-            own = np.sum((rel * se) ** 2) / len(z) ** 2
-            spread = np.var(rel, ddof=1) / len(z)
-            ratio = float(np.sqrt(spread / own)) if own > 0 else float("inf")
+    if chain_log_z is not None:
+        ratio = disagreement(chain_log_z, chain_log_z_se)
+        if np.isfinite(ratio) or np.isinf(ratio):
             out.extend(diagnostics.evidence_checks(disagreement=ratio, remedy=_REMEDY))
     return tuple(out)
 

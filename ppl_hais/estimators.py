@@ -23,7 +23,14 @@ import numpy as np
 from scipy.special import logsumexp
 
 __all__ = [
-    "chain_ess", "ess", "importance_ess", "log_mean_exp", "log_mean_exp_se", "pool", "split_rhat"
+    "chain_ess",
+    "disagreement",
+    "ess",
+    "importance_ess",
+    "log_mean_exp",
+    "log_mean_exp_se",
+    "pool",
+    "split_rhat",
 ]
 
 
@@ -89,6 +96,20 @@ def pool(log_z, se):
     if c > 1:
         var = max(var, float(np.var(rel, ddof=1) / c))
     return est, var
+
+
+def disagreement(log_z, se) -> float:
+    """How far independent estimates spread beyond their own error bars: √(spread / own) of the
+    Ẑ's relative to their mean (about 1 when they agree; NaN when an SE or estimate is not
+    finite, inf when they claim no error at all)."""
+    log_z, se = np.asarray(log_z, float), np.asarray(se, float)
+    if log_z.size < 2 or not (np.all(np.isfinite(se)) and np.all(np.isfinite(log_z))):
+        return float("nan")
+    rel = np.exp(log_z - np.max(log_z))
+    rel = rel / rel.mean()  # Ẑ_c / Ẑ
+    own = np.sum((rel * se) ** 2) / log_z.size**2
+    spread = np.var(rel, ddof=1) / log_z.size
+    return float(np.sqrt(spread / own)) if own > 0 else float("inf")
 
 
 def _autocovariance(x):

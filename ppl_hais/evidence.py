@@ -52,6 +52,7 @@ from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import hais_kernel, mixed_kernel
 from .budget import SE_SLACK, choose_num_steps
 from .density import ModelDensity
+from .estimators import disagreement
 from .ladder import (
     FIRST_NUM_STEPS,
     Rung,
@@ -514,11 +515,6 @@ def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:
     checks = [f"chain {c}: {msg}" for c, r in enumerate(results) for msg in r.checks]
     se = np.array([r.log_z_se for r in results])
     if np.all(np.isfinite(se)):
-        log_z = np.array([r.log_z for r in results])
-        rel = np.exp(log_z - np.max(log_z))
-        rel = rel / rel.mean()  # Ẑ_c / Ẑ
-        own = np.sum((rel * se) ** 2) / len(results) ** 2
-        spread = np.var(rel, ddof=1) / len(results)
-        ratio = float(np.sqrt(spread / own)) if own > 0 else float("inf")
+        ratio = disagreement([r.log_z for r in results], se)
         checks.extend(diagnostics.evidence_checks(disagreement=ratio))
     return tuple(checks)

@@ -204,3 +204,19 @@ def test_divergent_draws_warn():
     res = bridge(jax.random.key(0), log_q, x, diverging=many)
     assert res.divergences == 80 and res.checks[0].startswith("divergences: 80 of the 4000")
     assert int(res.to_arviz()["sample_stats"]["divergences"]) == 80
+
+
+def test_chain_ess_and_rhat_on_known_chains():
+    from ppl_hais.estimators import chain_ess, split_rhat
+
+    rng = np.random.default_rng(1)
+    e = rng.normal(size=(4, 4000))
+    ar = np.empty_like(e)
+    ar[:, 0] = e[:, 0]
+    for t in range(1, e.shape[1]):
+        ar[:, t] = 0.5 * ar[:, t - 1] + np.sqrt(0.75) * e[:, t]
+    assert chain_ess(ar) == pytest.approx(16000 / 3, rel=0.15)  # N (1 − ρ) / (1 + ρ)
+    assert chain_ess(e) == pytest.approx(16000, rel=0.15)
+    assert abs(split_rhat(e) - 1.0) < 0.01
+    assert split_rhat(e + np.array([[0.0], [0.0], [0.0], [1.0]])) > 1.1
+    assert np.isnan(chain_ess(np.ones((2, 100))))
