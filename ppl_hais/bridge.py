@@ -354,7 +354,7 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
         tril, mean = proposal.scale_tril, proposal.mean
         log_det = float(np.sum(np.log(np.abs(np.diag(tril)))))
 
-        def warped(eta):  # log of ½[q(μ + Lη) + q(μ − Lη)]·|L|, and the evaluations it took
+        def warped(eta):  # log of ½[q(μ + Lη) + q(μ − Lη)]·|L|: two evaluations per point
             plus, minus = mean + eta @ tril.T, mean - eta @ tril.T
             both = np.logaddexp(evaluate(plus), evaluate(minus))
             return both - np.log(2.0) + log_det
