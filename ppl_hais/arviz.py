@@ -303,3 +303,9 @@ def bridge_dataset(result) -> xr.Dataset:
     if cc is not None:
         ds.attrs["shortfall"] = result.shortfall
     return ds
+
+
+def from_bridge(result, library: str = "ppl_hais"):
+    """ArviZ output of a bridge-sampling estimate: its ``sample_stats`` (:func:`bridge_dataset`)
+    with the attributes every output here carries (library, version, time)."""
+    return assemble({"sample_stats": bridge_dataset(result)}, _library_attrs(library))

@@ -207,9 +207,9 @@ class BridgeResult:
         """ArviZ output (a DataTree on ArviZ ≥ 1, an InferenceData on 0.x) whose sample_stats
         read as every other evidence estimate here (``log_marginal_likelihood`` per chain and
         its SE, the checks), so :func:`ppl_hais.compare_evidence` takes it."""
-        from .arviz import assemble, bridge_dataset
+        from .arviz import from_bridge
 
-        return assemble({"sample_stats": bridge_dataset(self)}, {"inference_library": "ppl_hais"})
+        return from_bridge(self)
 
 
 def _batched(log_density):
