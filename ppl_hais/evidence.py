@@ -3,9 +3,10 @@
 An adapter translates a model into a :class:`ModelDensity` (flat unconstrained z: log prior,
 log likelihood, the prior as an initial distribution) and calls :func:`evidence`, which
 
-1. chooses the initial distribution (``initial="auto"``: the prior or a Gaussian fitted at the
-   posterior mode, whichever anneals better on a discarded pilot run; any normalized initial
-   keeps Ẑ unbiased for p(data | model));
+1. chooses the initial distribution (``initial="auto"``: the prior, a Gaussian fitted at the
+   posterior mode, or on a hard path natural-gradient VI fits, whichever anneals better on a
+   discarded pilot run: ``ppl_hais.starts``; any normalized initial keeps Ẑ unbiased for
+   p(data | model));
 2. runs the chains (independent annealing runs sharing that pilot's tuning);
 3. pools them, checks the pooled estimate and raises one :class:`~ppl_hais.EvidenceWarning`
    naming every failed check;
@@ -47,9 +48,8 @@ import numpy as np
 
 from . import diagnostics
 from ._renamed import refuse_unknown
-from .annealing import ais, hais, survey
+from .annealing import ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
-from .annealing.kernels import hais_kernel, mixed_kernel
 from .budget import SE_SLACK, choose_num_steps
 from .density import ModelDensity
 from .estimators import disagreement
@@ -61,21 +61,14 @@ from .ladder import (
     remaining_gap,
     shortfall,
 )
-from .laplace import laplace_fit
 from .mcmc.fast_random import check_key
 from .precision import float64
 from .result import AISResult
+from .starts import _choose_initial, choose_initial
+from .starts import discrete as _discrete
 from .target import AnnealingTarget
 
 __all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
-
-_LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
-
-
-def _discrete(model):
-    mask = getattr(model, "discrete", None)
-    return None if mask is None or not any(mask) else tuple(bool(x) for x in mask)
-
 
 @dataclass(frozen=True, eq=False)
 class Evidence:
@@ -83,7 +76,7 @@ class Evidence:
 
     results: list[AISResult]
     target: AnnealingTarget  # what the chains annealed
-    initial: str  # "prior", "laplace" or "user"
+    initial: str  # "prior", "laplace", "vi", "student_t" or "user" (ppl_hais.starts)
     log_z: float
     log_z_se: float
     checks: tuple[str, ...]
@@ -133,165 +126,6 @@ class Evidence:
         """(chains, particles) indices drawn by weight, from the user's key."""
         keys = jax.random.split(rng_key, len(self.results))
         return np.stack([r.resample(k) for r, k in zip(self.results, keys, strict=True)])
-
-
-def _method(model, name):
-    """``model.<name>`` as a pytree (the unbound function, partially applied to the model), so
-    that a model registered as a pytree (its data as leaves: the NumPyro adapter's) gives
-    targets that compile once per structure, not once per object (``ppl_hais.structure``)."""
-    func = getattr(type(model), name, None)
-    if callable(func) and not isinstance(func, staticmethod | classmethod):
-        return jax.tree_util.Partial(func, model)
-    return getattr(model, name)
-
-
-def _cache(model) -> dict:
-    return model.__dict__.setdefault("_ppl_hais_targets", {})
-
-
-def _cached(model, name, build):
-    """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit."""
-    cache = _cache(model)
-    if name not in cache:
-        cache[name] = build()
-    return cache[name]
-
-
-def prior_target(model: ModelDensity) -> AnnealingTarget:
-    """Anneal prior → posterior (the likelihood form: one density evaluation less per step)."""
-    return _cached(
-        model,
-        "prior",
-        lambda: AnnealingTarget(
-            initial=model.prior, log_likelihood=_method(model, "log_likelihood")
-        ),
-    )
-
-
-def laplace_target(model: ModelDensity) -> AnnealingTarget:
-    """Anneal N(mode, 1.2² H⁻¹) → prior × likelihood; the mode is searched from zeros and a few
-    prior draws (a fixed key, so the fit, and the compiled target, are the same every call).
-    Raises ValueError when no finite mode or no positive-definite Hessian is found."""
-
-    def build():
-        starts = np.zeros((1, model.dim))
-        if model.prior is not None:
-            draws = model.prior.sample(jax.random.key(1), _LAPLACE_RESTARTS)
-            starts = np.concatenate([starts, np.asarray(draws)])
-        log_joint = _method(model, "log_joint")
-        gaussian, gradients = laplace_fit(log_joint, starts)
-        _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
-        return AnnealingTarget(initial=gaussian, log_density=log_joint)
-
-    return _cached(model, "laplace", build)
-
-
-def _user_target(model, initial):
-    if not (
-        callable(getattr(initial, "sample", None))
-        and callable(getattr(initial, "log_density", None))
-    ):
-        raise TypeError(
-            "initial must be 'auto', 'prior', 'laplace', or a normalized distribution with "
-            f"sample(key, n) and log_density(z); got {type(initial).__name__}"
-        )
-    dim = getattr(initial, "dim", None)
-    if dim is not None and dim != model.dim:
-        raise ValueError(
-            f"the initial distribution has dimension {dim}; the model has {model.dim} "
-            "unconstrained coordinates"
-        )
-    return AnnealingTarget(initial=initial, log_density=model.log_joint)
-
-
-def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
-    """(name, target, pilot, choice) for ``initial``.
-
-    ``"auto"`` tries the prior and the Laplace Gaussian: a discarded pilot run (the one the
-    main run would make anyway) on each, and the one whose pilot weights have the larger
-    importance ESS wins (the prior on ties). A vague prior over many data has a pilot ESS
-    near 1 and the Laplace start near the pilot's size; a hierarchical model whose mode is at
-    the edge (a funnel) fails the fit or anneals worse from it and keeps the prior.
-    """
-    return _choose_initial(rng_key, model, initial, **hais_kwargs)[:4]
-
-
-@float64
-def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
-    """:func:`choose_initial` and the model gradients it spent (its pilots, and the Laplace
-    fit when this call made it)."""
-    fitted_before = "laplace" in _cache(model)
-    if isinstance(initial, str):
-        if initial not in ("auto", "prior", "laplace"):
-            raise ValueError(
-                f"unknown initial {initial!r}: use 'auto', 'prior', 'laplace' or a distribution"
-            )
-        candidates, errors = {}, {}
-        if model.prior is None and initial != "laplace":
-            # never guess a start for an improper prior: the user says which (DESIGN.md)
-            raise ValueError(
-                f"variable(s) {list(model.improper)} have an improper prior that cannot be "
-                "sampled, so annealing cannot start from the prior: pass initial='laplace' (a "
-                "Gaussian fitted at the posterior mode) or initial=ph.Gaussian(mean, scale) "
-                f"over the {model.dim} unconstrained coordinates."
-            )
-        if initial in ("auto", "prior"):
-            if model.prior is None:
-                errors["prior"] = (
-                    f"variable(s) {list(model.improper)} have an improper prior that cannot be "
-                    "sampled"
-                )
-            else:
-                candidates["prior"] = prior_target(model)
-        if initial == "laplace" and _discrete(model):
-            raise ValueError(
-                "initial='laplace' needs continuous coordinates; this model has discrete ones "
-                f"({getattr(model, 'discrete_names', '')}): use initial='prior' (or 'auto')"
-            )
-        if initial in ("auto", "laplace") and not _discrete(model):
-            try:
-                candidates["laplace"] = laplace_target(model)
-            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
-                errors["laplace"] = str(err)
-        if not candidates:
-            raise ValueError(
-                "no initial distribution could be built: "
-                + "; ".join(f"{k}: {v}" for k, v in errors.items())
-                + f". Pass initial=ph.Gaussian(mean, scale) over the {model.dim} "
-                "unconstrained coordinates."
-            )
-    else:
-        if _discrete(model):
-            raise ValueError(
-                "a model with discrete variables anneals from its prior (initial='prior' or "
-                "'auto'): an initial distribution over the flat vector would not draw the "
-                "whole numbers the discrete coordinates need"
-            )
-        candidates = {"user": _user_target(model, initial)}
-    kernel_kwargs = {k: hais_kwargs.pop(k) for k in ("refresh",) if k in hais_kwargs}
-    kernel = hais_kernel(float(kernel_kwargs.get("refresh", 0.5)), 1, 1, "standard")
-    if _discrete(model):
-        kernel = mixed_kernel(_discrete(model), kernel)
-    pilot_kwargs = {
-        k: hais_kwargs[k]
-        for k in (
-            "num_steps", "schedule", "step_size", "target_accept", "num_pilot_steps",
-            "adapt_mass_matrix", "num_pilot_particles",
-        )
-        if k in hais_kwargs
-    }  # fmt: skip
-    choice, pilots = {}, {}
-    gradients = 0
-    if "laplace" in candidates and not fitted_before:  # the fit this call made
-        gradients += _cache(model)["laplace_gradients"]
-    for name, target in candidates.items():
-        with np.errstate(all="ignore"):
-            pilots[name] = survey(rng_key, target, kernel, **pilot_kwargs)
-        choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
-        per_particle = pilots[name].gradients_per_particle(kernel.gradients_per_step)
-        gradients += per_particle * len(pilots[name].log_weights)
-    best = max(choice, key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
-    return best, candidates[best], pilots[best], choice, int(gradients)
 
 
 def _main_gradients(results) -> int:

@@ -58,13 +58,16 @@ class HAIS:
     adapt_mass_matrix : bool
         With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
         (as NUTS's ``adapt_mass_matrix``, but following the annealing).
-    initial : "auto", "prior", "laplace", a ``ph.Gaussian``, or ``(guide, params)``
+    initial : "auto", "prior", "laplace", "vi", "student_t", a ``ph.Gaussian``, or a guide
+        ``(guide, params)``.
         Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
         and from a Gaussian fitted at the posterior mode (Laplace) and keeps the one whose
-        weights degenerate less (:func:`ppl_hais.evidence.choose_initial`): with a vague
+        weights degenerate less (:func:`ppl_hais.starts.choose_initial`): with a vague
         prior the Laplace start is orders of magnitude more accurate; with a hierarchical
-        model the prior usually wins. Any of them estimates p(data | model) with the model's
-        own prior: the initial only changes the path.
+        model the prior usually wins; on a hard path (neither reaches half the pilot's
+        particles in ESS) natural-gradient VI fits, a Gaussian (``"vi"``) and a Student-t
+        (``"student_t"``), are piloted too (:mod:`ppl_hais.vi`). Any of them estimates
+        p(data | model) with the model's own prior: the initial only changes the path.
     bidirectional : bool
         Also anneal back from a quarter of the final particles and report the gap (a bias
         diagnostic; :func:`bdmc` gives the bounds on simulated data).
@@ -154,7 +157,8 @@ class HAIS:
         if init_params is not None:
             raise TypeError(
                 "HAIS.run takes no init_params: annealing starts from the initial "
-                "distribution (HAIS(initial='prior' | 'laplace' | ph.Gaussian | (guide, params)))"
+                "distribution (HAIS(initial='prior' | 'laplace' | 'vi' | ph.Gaussian | "
+                "(guide, params)))"
             )
         refuse_foreign_model(self.model)
         rng_key = check_key(rng_key)

@@ -134,7 +134,7 @@ class NumPyroTarget(SplitDensity):
             raise ValueError(
                 f"site(s) {self.improper} have an improper prior (ImproperUniform) that cannot "
                 "be sampled: pass an explicit initial distribution, e.g. "
-                "initial='laplace' or initial=ph.Gaussian(mean, scale) over the "
+                "initial='laplace', initial='vi' or initial=ph.Gaussian(mean, scale) over the "
                 f"{self.dim} unconstrained coordinates."
             )
         args, kwargs = self._data

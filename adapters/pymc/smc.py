@@ -125,11 +125,13 @@ def sample_hais(
         As in :func:`ppl_hais.hais`. The default schedule places the temperatures at equal
         thermodynamic length and the step size follows a target acceptance, both measured on
         a discarded pilot run before the main run (the estimate stays unbiased).
-    initial : "auto", "prior", "laplace" or ph.Gaussian
+    initial : "auto", "prior", "laplace", "vi", "student_t" or ph.Gaussian
         Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
         and from a Gaussian fitted at the posterior mode and keeps the one whose weights
-        degenerate less (:func:`ppl_hais.evidence.choose_initial`); ``"prior"`` needs proper
-        priors; or a given Gaussian over the transformed coordinates. The estimate is of
+        degenerate less (:func:`ppl_hais.starts.choose_initial`; on a hard path also
+        natural-gradient VI fits, :mod:`ppl_hais.vi`); ``"prior"`` needs proper priors;
+        ``"vi"``/``"student_t"`` a Gaussian/Student-t fitted by natural-gradient VI; or a
+        given Gaussian over the transformed coordinates. The estimate is of
         p(data | model) with the model's own prior whatever the start.
     bidirectional : bool
         Also anneal back from a quarter of the final particles and report the gap

@@ -115,7 +115,8 @@ class PyMCTarget(SplitDensity):
         if self.improper:
             raise ValueError(
                 f"variable(s) {self.improper} have an improper prior (pm.Flat/pm.HalfFlat) that "
-                "cannot be sampled: pass initial='laplace' or initial=ph.Gaussian(mean, scale) "
+                "cannot be sampled: pass initial='laplace', initial='vi' or "
+                "initial=ph.Gaussian(mean, scale) "
                 f"over the {self.dim} transformed coordinates."
             )
         draw_one, rngs = self._prior_sampler

@@ -1,0 +1,296 @@
+"""Where annealing starts: the initial distributions the evidence workflow builds from a
+model, and the choice among them by a discarded pilot run.
+
+``initial="auto"`` pilots the prior and a Laplace fit at the posterior mode; when neither
+reaches half the pilot's particles in importance ESS (a hard path: a funnel, heavy tails), it
+also fits a Gaussian and a Student-t by natural-gradient variational inference
+(:mod:`ppl_hais.vi`) and pilots those. The start whose pilot weights have the largest
+importance ESS wins. Any normalized start keeps Ẑ unbiased for p(data | model): the start only
+changes the path. Each target is kept on the model object, so a second call compiles nothing
+and fits nothing.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> from ppl_hais.starts import vi_target
+>>> class Model:  # y = 1 under N(z, 1), z ~ N(0, 1): the posterior is N(0.5, 0.5)
+...     dim, improper, prior = 1, (), ph.Gaussian(jnp.zeros(1), 1.0)
+...     def log_joint(self, z):
+...         return -0.5 * jnp.sum(z**2) - 0.5 * jnp.sum((1.0 - z) ** 2)
+>>> q = vi_target(Model()).initial  # the fit, widened by 1.2 as the Laplace start is
+>>> round(float(q.mean[0]), 3), round(float(q.scale_tril[0, 0] / 1.2) ** 2, 3)
+(0.5, 0.5)
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+
+from . import diagnostics
+from .annealing import survey
+from .annealing.kernels import hais_kernel, mixed_kernel
+from .density import ModelDensity
+from .laplace import laplace_fit
+from .precision import float64
+from .target import AnnealingTarget, Gaussian
+from .vi import fit_vi
+
+__all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "vi_target"]
+
+NAMES = ("auto", "prior", "laplace", "vi", "student_t")
+VI_BELOW = 0.5  # "auto" fits VI starts when the best pilot ESS is below this fraction
+VI_FULL_RANK_UP_TO = 100  # coordinates; a diagonal Gaussian above
+STUDENT_T_DF = 3.0
+SCALE_INFLATION = 1.2  # as the Laplace start's: fits are narrower than the posterior
+
+_LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
+
+
+def discrete(model):
+    """The model's discrete-coordinate mask as a tuple, or None when it has none."""
+    mask = getattr(model, "discrete", None)
+    return None if mask is None or not any(mask) else tuple(bool(x) for x in mask)
+
+
+def _method(model, name):
+    """``model.<name>`` as a pytree (the unbound function, partially applied to the model), so
+    that a model registered as a pytree (its data as leaves: the NumPyro adapter's) gives
+    targets that compile once per structure, not once per object (``ppl_hais.structure``)."""
+    func = getattr(type(model), name, None)
+    if callable(func) and not isinstance(func, staticmethod | classmethod):
+        return jax.tree_util.Partial(func, model)
+    return getattr(model, name)
+
+
+def _cache(model) -> dict:
+    return model.__dict__.setdefault("_ppl_hais_targets", {})
+
+
+def _cached(model, name, build):
+    """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit."""
+    cache = _cache(model)
+    if name not in cache:
+        cache[name] = build()
+    return cache[name]
+
+
+def prior_target(model: ModelDensity) -> AnnealingTarget:
+    """Anneal prior → posterior (the likelihood form: one density evaluation less per step)."""
+    return _cached(
+        model,
+        "prior",
+        lambda: AnnealingTarget(
+            initial=model.prior, log_likelihood=_method(model, "log_likelihood")
+        ),
+    )
+
+
+def laplace_target(model: ModelDensity) -> AnnealingTarget:
+    """Anneal N(mode, 1.2² H⁻¹) → prior × likelihood; the mode is searched from zeros and a few
+    prior draws (a fixed key, so the fit, and the compiled target, are the same every call).
+    Raises ValueError when no finite mode or no positive-definite Hessian is found."""
+
+    def build():
+        starts = np.zeros((1, model.dim))
+        if model.prior is not None:
+            draws = model.prior.sample(jax.random.key(1), _LAPLACE_RESTARTS)
+            starts = np.concatenate([starts, np.asarray(draws)])
+        log_joint = _method(model, "log_joint")
+        gaussian, gradients = laplace_fit(log_joint, starts)
+        _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
+        return AnnealingTarget(initial=gaussian, log_density=log_joint)
+
+    return _cached(model, "laplace", build)
+
+
+def _fit_start(model):
+    """(mean, scale_tril) to start a VI fit from: the Laplace fit when it found one mode (it
+    is cached when ``auto`` tried it), else zeros and the identity."""
+    laplace = _cache(model).get("laplace")
+    if laplace is not None and isinstance(laplace.initial, Gaussian):
+        g = laplace.initial
+        tril = g.scale_tril if g.scale_tril is not None else np.diag(g.scale)
+        return np.asarray(g.mean), np.asarray(tril) / SCALE_INFLATION
+    return np.zeros(model.dim), np.eye(model.dim)
+
+
+def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
+    """Anneal from a natural-gradient variational fit (:func:`ppl_hais.vi.fit_vi`) →
+    prior × likelihood: ``family="gaussian"`` (full rank up to 100 coordinates, diagonal
+    above) or ``"student_t"`` (ν = 3, fitted from the Gaussian fit). Widened by 1.2. Raises
+    :class:`~ppl_hais.vi.VIError` when the fit's ELBO is not finite."""
+
+    def build():
+        log_joint = _method(model, "log_joint")
+        key = jax.random.key(2)  # a fixed key: the same fit, and compiled target, every call
+        if family == "student_t":
+            gaussian = vi_target(model).initial
+            tril = gaussian.scale_tril if gaussian.scale_tril is not None else np.diag(
+                gaussian.scale
+            )
+            fit = fit_vi(key, log_joint, gaussian.mean, tril / SCALE_INFLATION,
+                         family="student_t", df=STUDENT_T_DF, scale_inflation=SCALE_INFLATION)
+        else:
+            mean, tril = _fit_start(model)
+            fam = "gaussian" if model.dim <= VI_FULL_RANK_UP_TO else "diagonal"
+            fit = fit_vi(key, log_joint, mean, tril, family=fam,
+                         scale_inflation=SCALE_INFLATION)  # fmt: skip
+        _cache(model)[f"{name}_gradients"] = fit.gradients
+        _cache(model)[f"{name}_fit"] = fit
+        return AnnealingTarget(initial=fit.distribution, log_density=log_joint)
+
+    name = "vi" if family == "gaussian" else family
+    return _cached(model, name, build)
+
+
+def _user_target(model, initial):
+    if not (
+        callable(getattr(initial, "sample", None))
+        and callable(getattr(initial, "log_density", None))
+    ):
+        raise TypeError(
+            "initial must be 'auto', 'prior', 'laplace', or a normalized distribution with "
+            f"sample(key, n) and log_density(z); got {type(initial).__name__}"
+        )
+    dim = getattr(initial, "dim", None)
+    if dim is not None and dim != model.dim:
+        raise ValueError(
+            f"the initial distribution has dimension {dim}; the model has {model.dim} "
+            "unconstrained coordinates"
+        )
+    return AnnealingTarget(initial=initial, log_density=model.log_joint)
+
+
+def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
+    """(name, target, pilot, choice) for ``initial``.
+
+    ``"auto"`` tries the prior and the Laplace Gaussian: a discarded pilot run (the one the
+    main run would make anyway) on each, and the one whose pilot weights have the larger
+    importance ESS wins (the prior on ties). A vague prior over many data has a pilot ESS
+    near 1 and the Laplace start near the pilot's size; a hierarchical model whose mode is at
+    the edge (a funnel) fails the fit or anneals worse from it and keeps the prior. When the
+    better of the two reaches less than half the pilot's particles, the natural-gradient VI
+    fits (a Gaussian, a Student-t) are piloted too (not when the Laplace fit found several
+    modes: a one-mode fit would anneal within one of them). ``"vi"`` and ``"student_t"`` use
+    those fits alone (falling back to ``"auto"`` with a warning when the fit fails).
+    """
+    return _choose_initial(rng_key, model, initial, **hais_kwargs)[:4]
+
+
+def _improper_error(model):
+    # never guess a start for an improper prior: the user says which (DESIGN.md)
+    return ValueError(
+        f"variable(s) {list(model.improper)} have an improper prior that cannot be "
+        "sampled, so annealing cannot start from the prior: pass initial='laplace' (a "
+        "Gaussian fitted at the posterior mode), initial='vi' or initial=ph.Gaussian(mean, "
+        f"scale) over the {model.dim} unconstrained coordinates."
+    )
+
+
+def _named_candidates(model, initial):
+    """{name: target} for a string ``initial`` and {name: error} for the starts that failed."""
+    if initial not in NAMES:
+        raise ValueError(f"unknown initial {initial!r}: use one of {NAMES} or a distribution")
+    if discrete(model) and initial in ("laplace", "vi", "student_t"):
+        raise ValueError(
+            f"initial={initial!r} needs continuous coordinates; this model has discrete ones "
+            f"({getattr(model, 'discrete_names', '')}): use initial='prior' (or 'auto')"
+        )
+    if model.prior is None and initial in ("auto", "prior"):
+        raise _improper_error(model)
+    candidates, errors = {}, {}
+    if initial in ("auto", "prior"):
+        candidates["prior"] = prior_target(model)
+    builders = {"laplace": laplace_target, "vi": vi_target,
+                "student_t": lambda m: vi_target(m, "student_t")}  # fmt: skip
+    if initial in ("auto", "laplace", "vi", "student_t") and not discrete(model):
+        name = "laplace" if initial == "auto" else initial
+        try:
+            candidates[name] = builders[name](model)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
+            errors[name] = str(err)
+    if errors and initial in ("vi", "student_t"):
+        warnings.warn(
+            f"the variational fit for initial={initial!r} failed ({errors[initial]}); "
+            "falling back to initial='auto'",
+            UserWarning,
+            stacklevel=diagnostics.user_stacklevel(),
+        )
+        return _named_candidates(model, "auto" if model.prior is not None else "laplace")
+    if not candidates:
+        raise ValueError(
+            "no initial distribution could be built: "
+            + "; ".join(f"{k}: {v}" for k, v in errors.items())
+            + f". Pass initial=ph.Gaussian(mean, scale) over the {model.dim} "
+            "unconstrained coordinates."
+        )
+    return candidates, errors
+
+
+def _vi_candidates(model):
+    """The VI starts ``auto`` adds on a hard path, or {} (they failed, or several modes)."""
+    laplace = _cache(model).get("laplace")
+    if laplace is not None and not isinstance(laplace.initial, Gaussian):
+        return {}
+    out = {}
+    for name, family in (("vi", "gaussian"), ("student_t", "student_t")):
+        try:
+            out[name] = vi_target(model, family)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+            break  # a failed Gaussian fit leaves no start for the Student-t fit either
+    return out
+
+
+@float64
+def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
+    """:func:`choose_initial` and the model gradients it spent (its pilots, and the fits this
+    call made)."""
+    fitted_before = {k for k in _cache(model) if k.endswith("_gradients")}
+    if isinstance(initial, str):
+        candidates, _ = _named_candidates(model, initial)
+    else:
+        if discrete(model):
+            raise ValueError(
+                "a model with discrete variables anneals from its prior (initial='prior' or "
+                "'auto'): an initial distribution over the flat vector would not draw the "
+                "whole numbers the discrete coordinates need"
+            )
+        candidates = {"user": _user_target(model, initial)}
+    kernel = hais_kernel(float(hais_kwargs.get("refresh", 0.5)), 1, 1, "standard")
+    if discrete(model):
+        kernel = mixed_kernel(discrete(model), kernel)
+    pilot_kwargs = {
+        k: hais_kwargs[k]
+        for k in (
+            "num_steps", "schedule", "step_size", "target_accept", "num_pilot_steps",
+            "adapt_mass_matrix", "num_pilot_particles",
+        )
+        if k in hais_kwargs
+    }  # fmt: skip
+    choice, pilots, gradients = {}, {}, 0
+
+    def pilot(names):
+        nonlocal gradients
+        for name in names:
+            with np.errstate(all="ignore"):
+                pilots[name] = survey(rng_key, candidates[name], kernel, **pilot_kwargs)
+            choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
+            per_particle = pilots[name].gradients_per_particle(kernel.gradients_per_step)
+            gradients += per_particle * len(pilots[name].log_weights)
+
+    pilot(list(candidates))
+    size = len(next(iter(pilots.values())).log_weights)
+    if initial == "auto" and not discrete(model) and max(
+        np.nan_to_num(list(choice.values()), nan=0.0)
+    ) < VI_BELOW * size:
+        more = _vi_candidates(model)
+        candidates.update(more)
+        pilot(list(more))
+    for key, value in _cache(model).items():  # the fits this call made
+        if key.endswith("_gradients") and key not in fitted_before:
+            gradients += value
+    best = max(choice, key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
+    return best, candidates[best], pilots[best], choice, int(gradients)
