@@ -15,7 +15,18 @@ Example
 True
 """
 
-from . import arviz, bridge, compilation_cache, diagnostics, energy, exchange, ladder, mcmc, plots
+from . import (
+    arviz,
+    bridge,
+    compilation_cache,
+    diagnostics,
+    energy,
+    exchange,
+    ladder,
+    mcmc,
+    plots,
+    vi,
+)
 from .annealing import ais, bdmc, hais
 from .annealing.kernels import (
     TransitionKernel,
@@ -57,6 +68,7 @@ __all__ = [
     "ladder",
     "mcmc",
     "plots",
+    "vi",
     "AISResult",
     "BridgeResult",
     "AnnealingError",
