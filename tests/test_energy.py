@@ -256,3 +256,47 @@ def test_mpf_learns_an_rbm_from_exact_draws():
 def test_mpf_rbm_refuses_non_binary_data():
     with pytest.raises(ValueError, match="binary"):
         energy.fit_mpf_rbm(jax.random.key(0), np.array([[0.0, 0.5]]), 2)
+
+
+def test_the_energy_metric_is_the_mean_squared_free_energy_gradient():
+    """natural_gradient=True divides each step by ⟨(∂F(v)/∂θ)²⟩ over the minibatch (the
+    chapter's energy approximation, diagonal): the closed form equals autodiff's per-row
+    gradients squared and averaged."""
+    from ppl_hais.energy.rbm import _energy_metric
+
+    rng = np.random.default_rng(0)
+    model = energy.RBM(rng.normal(size=(6, 3)), rng.normal(size=6), rng.normal(size=3))
+    v = (rng.random((20, 6)) < 0.4).astype(float)
+    per_row = jax.vmap(jax.grad(lambda m, x: m.free_energy(x)), in_axes=(None, 0))(model, v)
+    metric = _energy_metric(model, v)
+    for name in ("weights", "visible_bias", "hidden_bias"):
+        np.testing.assert_allclose(
+            getattr(metric, name), np.mean(np.asarray(getattr(per_row, name)) ** 2, axis=0),
+            rtol=1e-10,
+        )
+
+
+def test_both_rbm_fitters_take_the_natural_gradient_and_learn():
+    """On the coupled-blocks RBM's data (100 epochs, same seed), natural_gradient=True lets
+    CD-1 recover most of the held-out gap between the base-rate model and the truth where
+    plain CD-1 stays near the base rate (measured: 0.36 vs 0.97 of the gap left), and MPF
+    still recovers it (0.11 left; plain 0.07)."""
+    rng = np.random.default_rng(1)
+    w = np.zeros((10, 4))
+    for j in range(4):
+        w[2 * j : 2 * j + 3, j] = 6.0
+    true = energy.RBM(w + rng.normal(0, 0.3, (10, 4)), np.full(10, -3.0), np.full(4, -9.0))
+    train, test = _data(true, 5000, seed=5), _data(true, 20_000, seed=99)
+
+    def left(model):  # the fraction of the gap the fit leaves
+        score = energy.mean_log_prob(model, test, energy.log_partition_exact(model))
+        return (score_true - score) / gap
+
+    score_true = energy.mean_log_prob(true, test, energy.log_partition_exact(true))
+    base = energy.base_rate(train)
+    gap = score_true - energy.mean_log_prob(base, test, energy.log_partition_exact(base))
+    cd = [energy.fit_cd(jax.random.key(0), train, 4, num_epochs=100, natural_gradient=n)
+          for n in (False, True)]  # fmt: skip
+    assert left(cd[1]) < 0.5 < 0.9 < left(cd[0])
+    mpf = energy.fit_mpf_rbm(jax.random.key(0), train, 4, num_epochs=100, natural_gradient=True)
+    assert left(mpf) < 0.3
