@@ -25,6 +25,8 @@ from . import (
     ladder,
     mcmc,
     plots,
+    refinement,
+    sbn,
     vi,
 )
 from .annealing import ais, bdmc, hais
@@ -43,6 +45,7 @@ from .laplace import laplace_gaussian
 from .likelihood import LogLikelihoodEstimate, analysis_log_likelihood, generative_log_likelihood
 from .mcmc.hmc import refresh_fraction
 from .precision import enable_x64
+from .refinement import refine
 from .result import AISResult, AnnealingError, AnnealingTrace
 from .schedules import (
     adaptive_schedule,
@@ -68,6 +71,8 @@ __all__ = [
     "ladder",
     "mcmc",
     "plots",
+    "refinement",
+    "sbn",
     "vi",
     "AISResult",
     "BridgeResult",
@@ -99,6 +104,7 @@ __all__ = [
     "linear_schedule",
     "make_schedule",
     "random_walk_kernel",
+    "refine",
     "refresh_fraction",
     "resampled_hmc_kernel",
     "sigmoid_schedule",

@@ -24,13 +24,27 @@ from .annealing import hais
 from .annealing.kernels import hais_kernel
 from .annealing.pilot import PILOT_WARMUP, pilot_schedule
 from .annealing.scan import anneal
-from .diagnostics import log_mean_exp_se
+from .diagnostics import (
+    KHAT_UNRELIABLE,
+    evidence_checks,
+    khat_applies,
+    max_relative_weight,
+    pareto_khat,
+    warn,
+)
+from .estimators import importance_ess, log_mean_exp_se
 from .precision import float64
 from .result import AnnealingError
 from .schedules import make_schedule
-from .target import AnnealingTarget
+from .refinement import DiagonalNormal, refine
+from .target import AnnealingTarget, Gaussian
 
-__all__ = ["LogLikelihoodEstimate", "analysis_log_likelihood", "generative_log_likelihood"]
+__all__ = [
+    "LogLikelihoodEstimate",
+    "analysis_log_likelihood",
+    "generative_log_likelihood",
+    "per_datum_estimate",
+]
 
 
 class LogLikelihoodEstimate(NamedTuple):
@@ -87,6 +101,8 @@ def generative_log_likelihood(
     target_accept: float | None = None,
     num_pilot_particles: int = 32,
     num_pilot_steps: int = 500,
+    initial="prior",
+    num_refinements: int = 20,
 ):
     """Log likelihood of each datum of a latent-variable model p(x) = ∫ p(x | a) p(a) da.
 
@@ -104,13 +120,25 @@ def generative_log_likelihood(
     data : (num_data, ...) array
     kernel : TransitionKernel, optional
         Default: the HAIS kernel with ``refresh``; the AIS baselines can be given instead.
+    initial : "prior", "refined", or refinement.DiagonalNormal
+        Where each datum's anneal starts. ``"refined"``: a diagonal Gaussian per datum,
+        started at the prior's moments and refined ``num_refinements`` steps by adaptive
+        importance sampling (:func:`ppl_hais.refine`, ``num_particles`` draws a step, damping
+        0.3), so each anneal starts near its own posterior; a ``DiagonalNormal`` with one row
+        per datum (e.g. a recognition network's output, refined or not) is used as given.
 
     Returns
     -------
     LogLikelihoodEstimate
-        ``se`` = sqrt(Σ se_i²) / |D| (the runs are independent).
+        ``se`` = sqrt(Σ se_i²) / |D| (the runs are independent); ``details`` hold each
+        datum's log weights, Pareto k̂ and ESS (failed checks warn, naming how many data
+        failed) and, with a refined start, the :class:`~ppl_hais.refinement.Refinement`.
     """
     data = jnp.asarray(data)
+    key_refine, rng_key = jax.random.split(rng_key)
+    starts, refinement = _starts(
+        key_refine, log_likelihood, prior, data, initial, num_refinements, num_particles
+    )
     kernel = hais_kernel(float(refresh), 1) if kernel is None else kernel
     if target_accept is None:
         target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
@@ -124,8 +152,13 @@ def generative_log_likelihood(
     else:
         ref_betas, log_step0 = np.array([0.0, 1.0]), np.log(float(step_size))
 
-    def one(key, x):
-        target = AnnealingTarget(initial=prior, log_likelihood=partial(log_likelihood, x=x))
+    def one(key, x, start):
+        if start is None:
+            target = AnnealingTarget(initial=prior, log_likelihood=partial(log_likelihood, x=x))
+        else:
+            q = jax.tree_util.tree_unflatten(_GAUSSIAN, list(start))
+            joint = lambda a: prior.log_density(a) + log_likelihood(a, x=x)  # noqa: E731
+            target = AnnealingTarget(initial=q, log_density=joint)
         key_pilot, key_main = jax.random.split(key)
         if isinstance(step_size, str):
             pilot = anneal(
@@ -154,26 +187,103 @@ def generative_log_likelihood(
         )
 
     # with log_likelihood taking x by keyword, partial(..., x=x) must see a traced x: vmap it
-    out = jax.jit(jax.vmap(one))(keys, data)
-    log_weights = np.asarray(out["log_weights"])
-    est = []
-    for i, lw in enumerate(log_weights):
-        lw = np.where(np.isnan(lw), -np.inf, lw)
-        if not np.any(np.isfinite(lw)):
-            raise AnnealingError(f"all importance weights are zero for datum {i}")
-        est.append(log_mean_exp_se(lw))
-    est = np.array(est)
+    out = jax.jit(jax.vmap(one))(keys, data, starts)
+    extra = {} if refinement is None else {"refinement": refinement}
+    return per_datum_estimate(
+        np.asarray(out["log_weights"]),
+        remedy="more temperatures (num_steps), more particles, or initial='refined'",
+        acceptance=np.asarray(out["acceptance"]),
+        num_nonfinite=np.asarray(out["num_nonfinite"]),
+        **extra,
+    )
+
+
+_GAUSSIAN = jax.tree_util.tree_structure(Gaussian(np.zeros(1), np.ones(1)))
+
+
+def _starts(rng_key, log_likelihood, prior, data, initial, num_refinements, num_samples):
+    """(loc, scale) rows of each datum's Gaussian start, or None for the prior; and the
+    :class:`~ppl_hais.refinement.Refinement` when one ran."""
+    if isinstance(initial, DiagonalNormal):
+        q = initial
+    elif isinstance(initial, str) and initial == "prior":
+        return None, None
+    elif isinstance(initial, str) and initial == "refined":
+        z = np.asarray(prior.sample(jax.random.fold_in(rng_key, 1), 4096))
+        if z.ndim != 2 or z.shape[1] == 0:
+            raise ValueError(
+                "initial='refined' refines a start per datum over its latent variables: this "
+                f"prior has {0 if z.ndim < 2 else z.shape[1]} latent coordinates (no local "
+                "latents to refine)"
+            )
+        loc, scale = (getattr(prior, "mean", None), getattr(prior, "scale", None))
+        if isinstance(prior, Gaussian) and prior.scale_tril is None:
+            loc, scale = np.asarray(loc), np.asarray(scale)
+        else:  # the prior's moments from its draws
+            loc, scale = z.mean(0), z.std(0)
+        n = data.shape[0]
+        q = DiagonalNormal(jnp.tile(loc, (n, 1)), jnp.tile(scale, (n, 1)))
+        joint = lambda a, x: prior.log_density(a) + log_likelihood(a, x=x)  # noqa: E731
+        fit = refine(rng_key, joint, q, data, num_iterations=num_refinements,
+                     num_samples=max(int(num_samples), 2), damping=0.3)  # fmt: skip
+        return (fit.q.loc, fit.q.scale), fit
+    else:
+        raise ValueError(
+            f"initial must be 'prior', 'refined' or a refinement.DiagonalNormal, got {initial!r}"
+        )
+    if q.loc.ndim != 2 or q.loc.shape[0] != data.shape[0]:
+        raise ValueError(
+            f"a DiagonalNormal start needs one row per datum: loc of shape ({data.shape[0]}, D), "
+            f"got {tuple(q.loc.shape)}"
+        )
+    return (jnp.asarray(q.loc, float), jnp.asarray(q.scale, float)), None
+
+
+def per_datum_estimate(log_weights, remedy: str | None = None, **details) -> LogLikelihoodEstimate:
+    """A :class:`LogLikelihoodEstimate` from one row of importance (or AIS) log weights per
+    datum, with each datum's weights through the evidence checks (Pareto k̂, ESS): a datum
+    whose k̂ makes its SE meaningless gets SE = inf, and the failed checks are raised as one
+    ``EvidenceWarning`` that counts the data and quotes the worst. ``details`` gains
+    ``log_weights``, ``pareto_k``, ``ess`` and ``checks`` (per datum)."""
+    log_weights = np.where(np.isnan(log_weights), -np.inf, np.asarray(log_weights, dtype=float))
+    dead = np.flatnonzero(~np.any(np.isfinite(log_weights), axis=1))
+    if dead.size:
+        raise AnnealingError(
+            f"all importance weights are zero for datum {int(dead[0])} ({dead.size} data): no "
+            "particle reached a state with p(x, latent) > 0"
+        )
+    num_particles = log_weights.shape[1]
+    est = np.array([log_mean_exp_se(lw) for lw in log_weights])
+    khat = np.array([pareto_khat(lw) for lw in log_weights])
+    ess = np.array([importance_ess(lw) for lw in log_weights])
+    top = np.array([max_relative_weight(lw) for lw in log_weights])
+    checks = [
+        evidence_checks(khat=k, max_weight=m, ess=e, num_particles=num_particles, remedy=remedy)
+        for k, m, e in zip(khat, top, ess, strict=True)
+    ]
     per_datum, per_se = est[:, 0], est[:, 1]
+    unreliable = np.array([khat_applies(k, m) and k >= KHAT_UNRELIABLE for k, m in zip(khat, top)])
+    per_se = np.where(unreliable | np.isposinf(khat), np.inf, per_se)
     n = per_datum.size
+    _warn_per_datum(checks, khat)
     return LogLikelihoodEstimate(
         float(per_datum.mean()),
         float(np.sqrt(np.sum(per_se**2)) / n),
         float(per_datum.std(ddof=1) / np.sqrt(n)) if n > 1 else np.nan,
         per_datum,
         per_se,
-        dict(
-            log_weights=log_weights,
-            acceptance=np.asarray(out["acceptance"]),
-            num_nonfinite=np.asarray(out["num_nonfinite"]),
-        ),
+        dict(details, log_weights=log_weights, pareto_k=khat, ess=ess, checks=checks),
     )
+
+
+def _warn_per_datum(checks, khat) -> None:
+    failed = [i for i, c in enumerate(checks) if c]
+    if not failed:
+        return
+    names = sorted({c.split(":")[0] for i in failed for c in checks[i]})
+    worst = max(failed, key=lambda i: (np.nan_to_num(khat[i], nan=np.inf), len(checks[i])))
+    lines = [
+        f"{len(failed)} of {len(checks)} data failed ({', '.join(names)}); datum {worst}, the "
+        "worst: " + checks[worst][0]
+    ] + list(checks[worst][1:])
+    warn(lines, what="log likelihood")

@@ -32,6 +32,7 @@ from .bridge import bridge_sampling  # noqa: E402
 from .exchange import BoundedEnergyDist, Exchange  # noqa: E402
 from .hais import HAIS  # noqa: E402
 from .mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: E402
+from .refine import RefinedGuide, refine_guide  # noqa: E402
 from .target import NumPyroTarget, bdmc, guide_initial  # noqa: E402
 
 __all__ = [
@@ -45,4 +46,6 @@ __all__ = [
     "ReducedFlipHMCState",
     "NumPyroTarget",
     "guide_initial",
+    "refine_guide",
+    "RefinedGuide",
 ]
