@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/ladder.py --seeds 10 --out docs/ladder.md
 	$(PY) benchmarks/bridge.py --seeds 20 --hais-seeds 5 --out docs/bridge.md
 	$(PY) benchmarks/natural_gradient.py --seeds 5 --out docs/natural_gradient.md
+	$(PY) benchmarks/refinement.py --seeds 3 --out docs/refinement.md
 	$(PY) benchmarks/first_call.py --out docs/first_call.md
 	$(PY) benchmarks/numpyro_compile.py --out docs/numpyro_compile.md
 	$(PY) benchmarks/rbm_ais.py --out docs/rbm_ais.md

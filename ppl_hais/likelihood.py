@@ -34,9 +34,9 @@ from .diagnostics import (
 )
 from .estimators import importance_ess, log_mean_exp_se
 from .precision import float64
+from .refinement import DiagonalNormal, refine
 from .result import AnnealingError
 from .schedules import make_schedule
-from .refinement import DiagonalNormal, refine
 from .target import AnnealingTarget, Gaussian
 
 __all__ = [
@@ -262,7 +262,9 @@ def per_datum_estimate(log_weights, remedy: str | None = None, **details) -> Log
         for k, m, e in zip(khat, top, ess, strict=True)
     ]
     per_datum, per_se = est[:, 0], est[:, 1]
-    unreliable = np.array([khat_applies(k, m) and k >= KHAT_UNRELIABLE for k, m in zip(khat, top)])
+    unreliable = np.array(
+        [khat_applies(k, m) and k >= KHAT_UNRELIABLE for k, m in zip(khat, top, strict=True)]
+    )
     per_se = np.where(unreliable | np.isposinf(khat), np.inf, per_se)
     n = per_datum.size
     _warn_per_datum(checks, khat)

@@ -80,7 +80,8 @@ class Recognition(NamedTuple):
         logits = (x - jnp.broadcast_to(jnp.asarray(self.center), x.shape)) @ jnp.asarray(
             self.weights
         ).T
-        return Bernoulli(jax.nn.sigmoid(logits + jnp.broadcast_to(jnp.asarray(self.bias), logits.shape)))
+        bias = jnp.broadcast_to(jnp.asarray(self.bias), logits.shape)
+        return Bernoulli(jax.nn.sigmoid(logits + bias))
 
 
 def _log_bernoulli(x, logits):
@@ -278,7 +279,8 @@ def fit(rng_key, train, num_hidden: int, *, num_epochs: int = 50, batch_size: in
         k_perm, k_steps = jax.random.split(key)
         order = jax.random.permutation(k_perm, num_data)[: num_batches * batch_size]
         idx = order.reshape(num_batches, batch_size)
-        carry, bounds = jax.lax.scan(batch_step, carry, (jax.random.split(k_steps, num_batches), idx))
+        keys = jax.random.split(k_steps, num_batches)
+        carry, bounds = jax.lax.scan(batch_step, carry, (keys, idx))
         return carry, jnp.mean(bounds)
 
     carry, history = (params, state, jnp.zeros((), float)), []
