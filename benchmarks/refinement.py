@@ -2,8 +2,8 @@
 
 Part 1, training: one-layer sigmoid belief networks on scikit-learn's 8×8 digits binarized at
 8 (1500 training, 297 test images, the split of the RBM reports), trained by reweighted
-wake-sleep (RWS, 10 draws per datum; and 60 draws, near the 70 joint evaluations AIR(5) spends) and
-by AIR(K) (each datum's q refined K steps of 10 draws, damping 0.1, before the update;
+wake-sleep (RWS, 10 draws per datum; and 60 draws, near the 70 joint evaluations AIR(5)
+spends) and by AIR(K) (each datum's q refined K steps of 10 draws, damping 0.1, before the update;
 the model's gradient importance-weighted, the paper's AIR+RW, and unweighted, its "vanilla"
 AIR), Adam 3e-3, 50 epochs. With 16 hidden units the test log likelihood is exact
 (enumeration of 2^16 states); with 64 it is estimated by AIS from the refined q.
@@ -259,7 +259,8 @@ def summary(data):
         f"- **Training, equal draws per update** (16 hidden units): AIR(5) {air5 - rws:+.3f} and "
         f"AIR(20) {air20 - rws:+.3f} nats of exact test log likelihood over RWS with 10 draws: "
         "the seed's ordering (AIR at least as good as RWS) holds. **At equal cost it does "
-        f"not**: RWS with 60 draws (AIR(5) evaluates the joint 70 times per datum) is {rws60 - air5:+.3f} over "
+        "not**: RWS with 60 draws (AIR(5) evaluates the joint 70 times per datum) is "
+        f"{rws60 - air5:+.3f} over "
         f"AIR(5) and {rws60 - air20:+.3f} over AIR(20), in less time; with 64 hidden units "
         f"RWS is {big_rws - big_air:+.3f} over AIR(5). The unweighted ('vanilla') AIR of the "
         f"seed is {vanilla - rws:+.3f} against RWS here (the seed preferred it on MNIST).",
