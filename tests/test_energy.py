@@ -216,6 +216,15 @@ def test_mpf_recovers_couplings_like_exact_maximum_likelihood():
     assert mpf_big < 0.1, errors
 
 
+def test_mpf_in_whitened_coordinates_reaches_the_same_fit():
+    # the MPF objective is convex: BFGS in the metric's whitened coordinates must find the same
+    # minimum (a wrong back-transform of the parameters would not)
+    data = _ising_data(_ising(3, 6, 0.8), 2000, seed=7)
+    plain, natural = energy.fit_mpf(data), energy.fit_mpf(data, natural_gradient=True)
+    np.testing.assert_allclose(natural.couplings, plain.couplings, atol=2e-3)
+    np.testing.assert_allclose(natural.fields, plain.fields, atol=2e-3)
+
+
 def test_mpf_objective_equals_flipping_every_bit_by_hand():
     rbm = _rbm(3, 7, 4, scale=1.0)
     v = _data(rbm, 6, seed=4)
