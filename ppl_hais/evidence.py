@@ -55,7 +55,10 @@ from .density import ModelDensity
 from .estimators import disagreement
 from .ladder import (
     FIRST_NUM_STEPS,
+    WEIGHT_CHECKS,
     Rung,
+    cleared_se,
+    clears,
     default_max_gradients,
     next_num_steps,
     remaining_gap,
@@ -93,6 +96,12 @@ class Evidence:
         last move, the bias check's gap; :func:`ppl_hais.ladder.shortfall`); NaN without a
         trajectory, 0 when neither shows one."""
         return shortfall(self.trajectory) if self.trajectory else float("nan")
+
+    @property
+    def cleared(self) -> tuple[str, ...]:
+        """The weights' checks the last rung failed but the joint decision accepted as false
+        alarms (:func:`ppl_hais.ladder.clears`); its SE then comes from the rungs' spread."""
+        return self.trajectory[-1].cleared if self.trajectory else ()
 
     @property
     def num_steps(self) -> int:
@@ -247,7 +256,13 @@ def evidence(
         fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,
                     per_step=num_particles * num_chains * gps, gps=gps)  # fmt: skip
         bias = None
-        if checking and (not checks or not _next_fits(spent, last_check, **fits)):
+        # a later rung that fails only the weights' checks gets the bias check too: with the
+        # previous rung it may show them to be false alarms (ppl_hais.ladder.clears)
+        weight_only = bool(checks) and set(_check_names(checks)) <= set(WEIGHT_CHECKS)
+        if checking and (
+            not checks or not _next_fits(spent, last_check, **fits)
+            or (ladder and trajectory and weight_only)
+        ):  # fmt: skip
             if bias_check is True or needs_check(results):
                 bias = check_bias(
                     jax.random.fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
@@ -261,10 +276,21 @@ def evidence(
                 checks = checks + diagnostics.evidence_checks(
                     bias_gap=bias.gap, bias_gap_se=bias.gap_se
                 )
-        trajectory.append(Rung(
+        lags = [r.lag for r in results if np.isfinite(r.lag)]
+        rung = Rung(
             steps, float(log_z), float(np.sqrt(var)), _check_names(checks),
             float("nan") if bias is None else bias.gap, int(spent), time.perf_counter() - start,
-        ))  # fmt: skip
+            max(lags) if lags else float("nan"),
+        )  # fmt: skip
+        if ladder and clears(trajectory + [rung]):
+            _, var_delta = diagnostics.pool(
+                [r.log_z for r in results], [r.log_z_se_delta for r in results]
+            )
+            se = cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
+            var = se**2
+            rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)
+            checks = ()
+        trajectory.append(rung)
         if not checks or not _next_fits(spent, last_check, **fits):
             break
         steps = next_num_steps(steps)

@@ -96,8 +96,10 @@ def test_pooled_se_of_agreeing_chains_replaces_an_infinite_one():
 def test_the_bias_warning_states_the_gap_in_nats():
     (check,) = diagnostics.evidence_checks(bias_gap=0.35, bias_gap_se=0.05)
     assert check.startswith("bias:")
-    assert "0.35 nats above" in check and "about 0.35 nats too low" in check
-    assert diagnostics.evidence_checks(bias_gap=0.12, bias_gap_se=0.05) == ()  # < 3 SE
+    assert "0.35 nats above" in check and "up to 0.70 nats too low" in check
+    assert diagnostics.evidence_checks(bias_gap=0.09, bias_gap_se=0.05) == ()  # < 2 SE
+    assert diagnostics.evidence_checks(bias_gap=0.04, bias_gap_se=0.001) == ()  # < 0.05 nat
+    assert diagnostics.evidence_checks(bias_gap=0.06, bias_gap_se=0.025)  # 2.4 SE, > 0.05
     assert diagnostics.evidence_checks(bias_gap=-0.5, bias_gap_se=0.05) == ()  # raises only
     assert diagnostics.evidence_checks(bias_gap=np.inf)[0].startswith("bias:")
 

@@ -77,7 +77,7 @@ class HAIS:
         ignored): easy models cost little, hard ones get up to 100,000 temperatures.
     max_gradients : float, optional
         Every model gradient the run spends (pilots, Laplace fit, probes, the ladder's rungs,
-        bias checks) counts against it (``evidence.gradients``). Default: 32× the first
+        bias checks) counts against it (``evidence.gradients``). Default: 40× the first
         rung's main run for the ladder (room for 1000, 4000 and 16,000 temperatures),
         unbounded with a fixed ``num_steps``.
     bias_check : "auto", True or False
@@ -261,6 +261,9 @@ class HAIS:
         if len(ev.trajectory) > 1:
             rungs = ", ".join(f"{r.num_steps}: {r.log_z:.4f}" for r in ev.trajectory)
             print(f"  convergence ladder (temperatures: estimate): {rungs}")
+        if ev.cleared:
+            print(f"  weight checks {', '.join(ev.cleared)} failed but were cleared: the last two "
+                  "rungs and the bias check agree (ppl_hais.ladder.clears)")  # fmt: skip
         for c, r in enumerate(self.results):
             print(
                 f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "

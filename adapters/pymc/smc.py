@@ -143,7 +143,7 @@ def sample_hais(
     max_gradients : float, optional
         Every model gradient the call spends (pilots, Laplace fit, probes, the ladder's
         rungs, bias checks) counts against it (``gradients`` in sample_stats' attributes).
-        Default: 32× the first rung's main run for the ladder (room for 1000, 4000 and 16,000
+        Default: 40× the first rung's main run for the ladder (room for 1000, 4000 and 16,000
         temperatures), unbounded with a fixed ``num_steps``.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in

@@ -14,7 +14,8 @@ anneal missed (Neal's funnel from N(0, I)), the reverse estimate rises above the
 and the gap shows the miss; where the MCMC misses it too (the 36-D product of Student-t
 experts, whose experts have tails heavier than Cauchy's), the reverse estimate is as low as
 the forward one and the gap is about 0. So a large gap *raises* a warning that states the
-gap in nats, as a lower bound on the estimate's shortfall; a small gap never clears one.
+gap in nats; a small gap alone never clears one, but with the convergence ladder's next rung
+agreeing it can show the weights' checks to be false alarms (:func:`ppl_hais.ladder.clears`).
 
 Example
 -------
