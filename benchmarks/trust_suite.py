@@ -1,0 +1,371 @@
+"""Issue 29's trust suite: seven hard-but-ordinary models through both adapters' default calls.
+
+Models (each written the way a NumPyro or a PyMC user writes it, exact log evidence in closed
+form or by enumeration): Neal's funnel from N(0, I) (a potential on a N(0, I) prior), a
+two-mode mixture, a mixture with its assignments enumerated (NumPyro's ``config_enumerate``;
+PyMC's ``NormalMixture``), a banana, the 36-D product of Student-t experts, a 50-D regression
+with ``chains=4`` and a regression under vague N(0, 100²) priors.
+
+Two modes:
+
+* ``--collect FILE``: the features the decision rule is derived from. Per adapter, model and
+  seed (seeds 500 and up through NumPyro, 600 and up through PyMC: the potential models
+  translate to the same density, so the two adapters add independent runs), the rungs 1000,
+  4000 and 16,000 temperatures (independent runs, ``bias_check=True``;
+  a rung is run only while the previous one gave a reason to look further, as the ladder
+  would), each with its estimate, SE, k̂, largest weight, ESS, lag, outside fraction, bias
+  gap, gradients and time. ``python benchmarks/decision.py FILE`` replays the ladder under a
+  rule on them.
+* default: the default calls (``phn.HAIS(model).run(key, ...)``,
+  ``php.sample_hais(random_seed=...)``), per model the error, SE, bias gap, warnings, false
+  alarms, silent misses, whether the stated shortfall covers the error, gradients and time,
+  written to ``--out`` (docs/trust_suite.md).
+
+    python benchmarks/trust_suite.py --seeds 20 --out docs/trust_suite.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import time
+import warnings
+
+import _machine
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import special, stats
+
+import ppl_hais as ph
+from ppl_hais.validation import product_of_experts
+
+LOG2PI = math.log(2 * math.pi)
+
+
+# -- target densities, written once for jax.numpy and pytensor (``m`` is either module) -----
+def funnel_logpdf(m, z, dim=10):
+    v, x = z[0], z[1:]
+    return (-0.5 * (v / 3.0) ** 2 - 0.5 * m.sum(x * x) * m.exp(-v) - 0.5 * (dim - 1) * v
+            - 0.5 * dim * LOG2PI - math.log(3.0))  # fmt: skip
+
+
+def mixture_logpdf(m, z, dim=5, sep=4.0, sd=0.5):
+    a = -0.5 * m.sum(((z - sep) / sd) ** 2)
+    b = -0.5 * m.sum(((z + sep) / sd) ** 2)
+    return m.logaddexp(a, b) - math.log(2.0) - 0.5 * dim * math.log(2 * math.pi * sd * sd)
+
+
+def banana_logpdf(m, z, b=0.03, sd1=10.0):
+    y2 = z[1] - b * (z[0] ** 2 - sd1**2)
+    return -0.5 * (z[0] / sd1) ** 2 - 0.5 * y2**2 - math.log(2 * math.pi * sd1)
+
+
+POE = product_of_experts("student", 36)
+
+
+def experts_logpdf(m, z):
+    u = m.dot(POE.info["phi"], z)
+    return -m.sum(m.log1p(u * u) * POE.info["lam"]) - POE.log_z
+
+
+def normal_logpdf(m, z, sd):
+    return m.sum(-0.5 * (z / sd) ** 2) - z.shape[0] * (0.5 * LOG2PI + math.log(sd))
+
+
+def regression_data(dim, rows, prior_sd, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, dim))
+    y = x @ rng.normal(size=dim) + rng.normal(size=rows)
+    exact = stats.multivariate_normal(np.zeros(rows), np.eye(rows) + prior_sd**2 * x @ x.T)
+    return x, y, float(exact.logpdf(y))
+
+
+def mixture_data(n=12, seed=3):
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, -2.0, 2.0) + rng.normal(size=n)
+    terms = []
+    for c in itertools.product((0, 1), repeat=n):  # every assignment: y | c ~ N(0, I + 9 AAᵀ)
+        a = np.eye(2)[list(c)]
+        cov = np.eye(n) + 9.0 * a @ a.T
+        terms.append(stats.multivariate_normal(np.zeros(n), cov).logpdf(y))
+    return y, float(special.logsumexp(terms) - n * math.log(2.0))
+
+
+# -- the models in each PPL ---------------------------------------------------------------------
+def potential_case(logpdf, dim, prior_sd):
+    """A N(0, prior_sd² I) prior times the potential logpdf − log prior: evidence = the
+    normalized logpdf's integral, 1 (log 0)."""
+
+    def numpyro_model():
+        import numpyro
+        import numpyro.distributions as dist
+
+        z = numpyro.sample("z", dist.Normal(0.0, prior_sd).expand([dim]).to_event(1))
+        numpyro.factor("target", logpdf(jnp, z) - normal_logpdf(jnp, z, prior_sd))
+
+    def pymc_model():
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        with pm.Model() as model:
+            z = pm.Normal("z", 0.0, prior_sd, shape=dim)
+            pm.Potential("target", logpdf(pt, z) - normal_logpdf(pt, z, prior_sd))
+        return model
+
+    return dict(numpyro=(numpyro_model, ()), pymc=pymc_model, exact=0.0, chains=1)
+
+
+def regression_case(dim, rows, prior_sd, seed, chains):
+    x, y, exact = regression_data(dim, rows, prior_sd, seed)
+
+    def numpyro_model(x, y):
+        import numpyro
+        import numpyro.distributions as dist
+
+        w = numpyro.sample("w", dist.Normal(0.0, prior_sd).expand([dim]).to_event(1))
+        numpyro.sample("y", dist.Normal(x @ w, 1.0).to_event(1), obs=y)
+
+    def pymc_model():
+        import pymc as pm
+
+        with pm.Model() as model:
+            w = pm.Normal("w", 0.0, prior_sd, shape=dim)
+            pm.Normal("y", pm.math.dot(x, w), 1.0, observed=y)
+        return model
+
+    return dict(numpyro=(numpyro_model, (jnp.asarray(x), jnp.asarray(y))), pymc=pymc_model,
+                exact=exact, chains=chains)  # fmt: skip
+
+
+def enumerated_mixture_case():
+    y, exact = mixture_data()
+
+    def numpyro_model(y):
+        import numpyro
+        import numpyro.distributions as dist
+        from numpyro.contrib.funsor import config_enumerate
+
+        @config_enumerate
+        def model(y):
+            mu = numpyro.sample("mu", dist.Normal(0.0, 3.0).expand([2]).to_event(1))
+            with numpyro.plate("data", y.shape[0]):
+                c = numpyro.sample("c", dist.Bernoulli(0.5))
+                numpyro.sample("y", dist.Normal(mu[c.astype(jnp.int32)], 1.0), obs=y)
+
+        return model(y)
+
+    def pymc_model():
+        import pymc as pm
+
+        with pm.Model() as model:
+            mu = pm.Normal("mu", 0.0, 3.0, shape=2)
+            pm.NormalMixture("y", w=np.array([0.5, 0.5]), mu=mu, sigma=1.0, observed=y)
+        return model
+
+    return dict(numpyro=(numpyro_model, (jnp.asarray(y),)), pymc=pymc_model, exact=exact,
+                chains=1)  # fmt: skip
+
+
+def cases():
+    return {
+        "funnel 10-D": potential_case(funnel_logpdf, 10, 1.0),
+        "two-mode mixture 5-D": potential_case(mixture_logpdf, 5, 3.0),
+        "enumerated mixture": enumerated_mixture_case(),
+        "banana 2-D": potential_case(banana_logpdf, 2, 3.0),
+        "Student-t experts 36-D": potential_case(experts_logpdf, 36, 1.0),
+        "regression 50-D, chains=4": regression_case(50, 100, 1.0, seed=7, chains=4),
+        "regression 5-D, vague N(0, 100²)": regression_case(5, 40, 100.0, seed=8, chains=1),
+    }
+
+
+# -- running ------------------------------------------------------------------------------------
+def target_of(case, adapter, key):
+    """The adapter's translation of the model (what its default call anneals)."""
+    if adapter == "numpyro":
+        from ppl_hais.adapters.numpyro.target import NumPyroTarget
+
+        model, args = case["numpyro"]
+        return NumPyroTarget(model, args, {}, key)
+    from ppl_hais.adapters.pymc.target import cached_target
+
+    return cached_target(case["pymc"]())
+
+
+def rung_features(ev, seconds):
+    r = ev.results
+    lw = np.concatenate([np.asarray(x.log_weights) for x in r])
+    return dict(
+        num_steps=ev.num_steps, log_z=ev.log_z, se=ev.log_z_se,
+        se_delta=float(np.sqrt(np.mean([x.log_z_se_delta**2 for x in r]) / len(r))),
+        khat=[x.pareto_k for x in r], max_weight=[ph.diagnostics.max_relative_weight(x.log_weights)
+                                                  for x in r],
+        ess=[x.ess for x in r], lag=[x.lag for x in r], outside=[x.outside_initial for x in r],
+        chain_log_z=[x.log_z for x in r], chain_se=[x.log_z_se for x in r],
+        pooled_khat=ph.diagnostics.pareto_khat(lw), num_particles=len(lw),
+        bias_gap=ev.bias_gap, bias_gap_se=float("nan") if ev.bias is None else ev.bias.gap_se,
+        checks=[c.split(":")[0] for c in ev.checks], gradients=ev.gradients, seconds=seconds,
+        initial=ev.initial,
+    )  # fmt: skip
+
+
+def collect(args):
+    from ppl_hais.annealing.bias import needs_check
+    from ppl_hais.evidence import evidence
+
+    out = []
+    for (name, case), adapter in itertools.product(cases().items(), args.adapters):
+        if args.only and not any(o in name for o in args.only.split(",")):
+            continue
+        for seed in range(args.seeds):
+            key = jax.random.key((500 if adapter == "numpyro" else 600) + seed)
+            with jax.enable_x64(True):
+                target = target_of(case, adapter, jax.random.key(0))
+            rungs = []
+            for k, steps in enumerate((1000, 4000, 16000)):
+                t0 = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ev = evidence(jax.random.fold_in(key, k), target, num_steps=steps,
+                                  num_chains=case["chains"], bias_check=True,
+                                  progress_bar=False)  # fmt: skip
+                rungs.append(rung_features(ev, time.perf_counter() - t0))
+                if not (ev.checks or needs_check(ev.results) or abs(ev.bias_gap) > 0.05):
+                    break
+            out.append(dict(model=name, adapter=adapter, seed=seed, exact=case["exact"],
+                            rungs=rungs))  # fmt: skip
+            last = rungs[-1]
+            print(f"{adapter} {name} {seed}: " + " ".join(
+                f"[{r['num_steps']} {r['log_z'] - case['exact']:+.3f}±{r['se']:.3f} "
+                f"k{max(r['khat']):.2f} lag{max(r['lag']):.2f} gap{r['bias_gap']:+.3f} "
+                f"{','.join(r['checks'])}]" for r in rungs) + f" {last['seconds']:.1f}s",
+                flush=True)  # fmt: skip
+            with open(args.collect, "w") as f:
+                json.dump(out, f)
+
+
+def default_call(case, adapter, seed):
+    """The user's default call; (log Z, SE, checks, Evidence-like figures)."""
+    if adapter == "numpyro":
+        from ppl_hais.adapters import numpyro as phn
+
+        model, margs = case["numpyro"]
+        hais = phn.HAIS(model, num_chains=case["chains"], progress_bar=False)
+        hais.run(jax.random.key(700 + seed), *margs)
+        ev = hais.evidence
+    else:
+        from ppl_hais.adapters import pymc as php
+
+        idata = php.sample_hais(model=case["pymc"](), chains=case["chains"],
+                                random_seed=700 + seed, progressbar=False)  # fmt: skip
+        st = idata["sample_stats"]  # the pooled estimate is the ladder's last rung
+        gap = float(st["bias_gap"]) if "bias_gap" in st else float("nan")
+        return dict(
+            log_z=float(st["ladder_log_marginal_likelihood"][-1]),
+            se=float(st["ladder_log_marginal_likelihood_se"][-1]),
+            checks=[c.split(":")[0] for c in st.attrs["evidence_checks"].split("\n") if c],
+            gap=gap, shortfall=float(st.attrs["shortfall"]), gradients=int(st.attrs["gradients"]),
+        )  # fmt: skip
+    return dict(log_z=ev.log_z, se=ev.log_z_se, checks=[c.split(":")[0] for c in ev.checks],
+                gap=ev.bias_gap, shortfall=ev.shortfall, gradients=ev.gradients)  # fmt: skip
+
+
+def report(args):
+    rows = []
+    for (name, case), adapter in itertools.product(cases().items(), args.adapters):
+        if args.only and not any(o in name for o in args.only.split(",")):
+            continue
+        runs = []
+        for seed in range(args.seeds):
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = default_call(case, adapter, seed)
+            r.update(err=r["log_z"] - case["exact"], wall=time.perf_counter() - t0)
+            runs.append(r)
+        rows.append(summarize(name, adapter, runs, args.seeds))
+        x = rows[-1]
+        print(f"{adapter} {name}: err {x['err']:+.3f}±{x['sd']:.3f} right {x['right']} warned "
+              f"{x['warned']} false {x['false']} silent {x['silent']} covered {x['covered']} "
+              f"{x['grads'] / 1e6:.2f} M {x['wall']:.1f} s [{x['checks']}]", flush=True)
+    write(args, rows)
+
+
+def summarize(name, adapter, runs, seeds):
+    err = np.array([r["err"] for r in runs])
+    se = np.array([r["se"] for r in runs])
+    warned = np.array([bool(r["checks"]) for r in runs])
+    right = np.abs(err) <= 0.1
+    miss = np.abs(err) > 3 * se + 0.05
+    short = np.nan_to_num(np.array([r["shortfall"] for r in runs]), nan=0.0)
+    ww = warned & ~right
+    covered = np.abs(err) <= short + 0.1
+    gaps = np.array([r["gap"] for r in runs])
+    return dict(
+        name=name, adapter=adapter, err=err.mean(), sd=err.std(), se=np.median(se),
+        gap=np.nanmedian(gaps) if np.isfinite(gaps).any() else float("nan"),
+        right=int(right.sum()), warned=int(warned.sum()), false=int(np.sum(right & warned)),
+        silent=int(np.sum(miss & ~warned)), covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}",
+        checks=", ".join(sorted({c for r in runs for c in r["checks"]})) or "—",
+        grads=np.mean([r["gradients"] for r in runs]),
+        wall=np.median([r["wall"] for r in runs[1:]] or [runs[0]["wall"]]), n=seeds,
+    )  # fmt: skip
+
+
+def write(args, rows):
+    lines = [
+        "# Issue 29's trust suite: hard-but-ordinary models through both adapters' default calls",
+        "",
+        f"`python benchmarks/trust_suite.py --seeds {args.seeds}` · {_machine.describe()} · "
+        f"{time.strftime('%Y-%m-%d')} · `phn.HAIS(model, num_chains=…).run(key, …)` and "
+        "`php.sample_hais(chains=…, random_seed=…)`, defaults otherwise (512 particles, "
+        "initial='auto', the convergence ladder within the default `max_gradients`, "
+        "bias_check='auto'); seeds 700 and up.",
+        "",
+        "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > 3 SE "
+        "+ 0.05 without a warning; *gap*: median bias-check gap (reverse − forward) where it "
+        "ran; *shortfall covers*: wrong, warned runs whose |error| ≤ the stated shortfall + 0.1; "
+        "*gradients*: mean per call, everything counted; *time*: median of the calls after the "
+        "first (the first compiles).",
+        "",
+        "| model | adapter | mean error (sd) | median SE | median gap | right | warned | false "
+        "alarms | silent | shortfall covers | checks that fired | gradients | time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['adapter']} | {r['err']:+.3f} ({r['sd']:.3f}) | {r['se']:.3f} "
+            f"| {r['gap']:+.3f} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
+            f"{r['silent']} | {r['covered']} | {r['checks']} | {r['grads'] / 1e6:.2f} M | "
+            f"{r['wall']:.2f} s |"
+        )
+    right = sum(r["right"] for r in rows)
+    false = sum(r["false"] for r in rows)
+    lines += [
+        "",
+        f"{sum(r['n'] for r in rows)} runs: {sum(r['silent'] for r in rows)} silent misses; "
+        f"{false} false alarms of {right} right runs ({false / max(right, 1):.1%}).",
+    ]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", args.out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--out", default="docs/trust_suite.md")
+    p.add_argument("--collect", default=None, help="write the rungs' features to this JSON")
+    p.add_argument("--only", default=None,
+                   help="run the models whose name contains one of these (comma-separated)")
+    p.add_argument("--adapters", default="numpyro,pymc")
+    args = p.parse_args()
+    args.adapters = args.adapters.split(",")
+    ph.enable_x64()
+    collect(args) if args.collect else report(args)
+
+
+if __name__ == "__main__":
+    main()
