@@ -36,9 +36,10 @@ def walk(rungs, before=False):
                 diagnostics.BIAS_FLOOR, diagnostics.BIAS_NOISE * noise
             )
             checks += ["bias"] if gap > tol else []
-        lag = np.nanmax(r["lag"]) if np.isfinite(r["lag"]).any() else float("nan")
+        lag, outside = (np.nanmax(r[f]) if np.isfinite(r[f]).any() else float("nan")
+                        for f in ("lag", "outside"))  # fmt: skip
         rung = ladder.Rung(r["num_steps"], r["log_z"], r["se"], tuple(checks), gap,
-                           r["gradients"], r["seconds"], lag)  # fmt: skip
+                           r["gradients"], r["seconds"], lag, outside=outside)  # fmt: skip
         if not before and ladder.clears(trajectory + [rung]):
             se = ladder.cleared_se(trajectory + [rung], r["se_delta"])
             rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)

@@ -276,11 +276,10 @@ def evidence(
                 checks = checks + diagnostics.evidence_checks(
                     bias_gap=bias.gap, bias_gap_se=bias.gap_se
                 )
-        lags = [r.lag for r in results if np.isfinite(r.lag)]
         rung = Rung(
             steps, float(log_z), float(np.sqrt(var)), _check_names(checks),
             float("nan") if bias is None else bias.gap, int(spent), time.perf_counter() - start,
-            max(lags) if lags else float("nan"),
+            _largest(r.lag for r in results), outside=_largest(r.outside_initial for r in results),
         )  # fmt: skip
         if ladder and clears(trajectory + [rung]):
             _, var_delta = diagnostics.pool(
@@ -304,6 +303,12 @@ def evidence(
     if getattr(model, "improper", ()):
         warnings.warn(_improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
     return out
+
+
+def _largest(values) -> float:
+    """The largest of the chains' finite figures; NaN when none was measured."""
+    finite = [v for v in values if np.isfinite(v)]
+    return max(finite) if finite else float("nan")
 
 
 def _improper_note(model) -> str:

@@ -18,11 +18,14 @@ accepted when two checks that do not read its weights agree that it has converge
 bias check's reverse anneal lies within ``CLEAR_GAP`` of it (independent paths, forward and
 back, agree) and the previous rung, an independent run over 4× fewer temperatures, lies
 within ``CLEAR_MOVE`` (the estimate no longer moves) — unless its particles still predict
-their weights strongly (lag ≥ ``CLEAR_LAG``, 5 noise SDs at 512 particles: mass that neither
-path reached, which no agreement can rule out). Its SE then comes from the two runs' spread.
-The thresholds were derived on the issue 29 suite (docs/trust_suite.md: 0 silent misses on
-its 280 runs; the Student-t experts' runs agree across rungs and with their reverse anneal
-while 0.3–0.6 nat low, and only their lag, 0.25–0.34, tells them apart from a banana's).
+their weights strongly (lag ≥ ``CLEAR_LAG``, 5 noise SDs at 512 particles) or most of them
+ended outside the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``): mass that neither path
+reached, which no agreement can rule out. Its SE then comes from the two runs' spread.
+The thresholds were derived on the issue 29 suite (``benchmarks/decision.py`` on
+docs/trust_suite_rungs.json, then docs/trust_suite.md): the Student-t experts' runs agree
+across rungs and with their reverse anneal while 0.3–0.6 nat low; their lag (0.21–0.34)
+overlaps a banana's (up to 0.28), their outside fraction (0.91–0.94) is far from the
+banana's and the funnel's (at most 0.51).
 
 When the last rung still fails, :func:`remaining_gap` adds a ``converged`` check that states
 how low the estimate may be, in nats (:func:`shortfall`): the bias check's gap, doubled
@@ -74,6 +77,7 @@ WEIGHT_CHECKS = ("pareto_k", "ess", "lag")  # the checks that read one run's wei
 CLEAR_GAP = 0.05  # nats: the bias check's reverse estimate at most this far from the rung
 CLEAR_MOVE = 0.1  # nats: the previous rung at most this far from it
 CLEAR_LAG = 0.25  # a lag at or above this is never cleared
+CLEAR_OUTSIDE = 0.75  # nor an outside fraction at or above this
 DECAY = 0.75  # the bias's factor per 4× temperatures assumed when sizing a shortfall
 GAP_SCALE = 2.0  # the shortfall the bias check's gap can hide: up to this many gaps
 
@@ -90,6 +94,7 @@ class Rung(NamedTuple):
     wall_time: float  # seconds, cumulative
     lag: float = float("nan")  # the largest of the chains' lag correlations
     cleared: tuple[str, ...] = ()  # weight checks that failed but :func:`clears` accepted
+    outside: float = float("nan")  # the largest of the chains' outside fractions
 
 
 def next_num_steps(num_steps: int) -> int:
@@ -118,7 +123,7 @@ def clears(trajectory) -> bool:
     """Whether the last rung's failed weight checks are false alarms by the joint decision (see
     the module docstring): a second or later rung, no other check failed, the bias check ran
     and lies within ``CLEAR_GAP``, the previous rung within ``CLEAR_MOVE``, lag below
-    ``CLEAR_LAG``."""
+    ``CLEAR_LAG`` and outside fraction below ``CLEAR_OUTSIDE``."""
     if len(trajectory) < 2:
         return False
     last, prev = trajectory[-1], trajectory[-2]
@@ -128,6 +133,7 @@ def clears(trajectory) -> bool:
         and abs(last.bias_gap) <= CLEAR_GAP  # False when NaN (no bias check)
         and abs(last.log_z - prev.log_z) <= CLEAR_MOVE
         and not last.lag >= CLEAR_LAG  # a lag not measured (NaN) does not block
+        and not last.outside >= CLEAR_OUTSIDE
     )
 
 
