@@ -54,8 +54,10 @@ def problem(dim, seed=0, n=50):
     return exact, log_prior, log_lik
 
 
-def build_smc(dim, log_prior, log_lik, num_particles=1000, step_size=0.1, L=10, mcmc=5):
-    """A jitted BlackJAX run: key -> (log Z estimate, number of tempering steps)."""
+def build_smc(dim, log_prior, log_lik, num_particles=1000, step_size=0.1, L=10, mcmc=5,
+              prior_sd=1.0):  # fmt: skip
+    """A jitted BlackJAX run: key -> (log Z estimate, number of tempering steps); the
+    particles start as draws of the prior N(0, prior_sd² I)."""
     params = blackjax.smc.extend_params(
         {
             "step_size": jnp.asarray(step_size),
@@ -77,7 +79,7 @@ def build_smc(dim, log_prior, log_lik, num_particles=1000, step_size=0.1, L=10, 
     @jax.jit
     def run(key):
         k0, k1 = jax.random.split(key)
-        state = smc.init(jax.random.normal(k0, (num_particles, dim)))
+        state = smc.init(prior_sd * jax.random.normal(k0, (num_particles, dim)))
 
         def cond(c):
             return c[1].tempering_param < 1

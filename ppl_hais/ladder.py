@@ -201,12 +201,21 @@ def remaining_gap(trajectory, *, max_gradients) -> tuple[str, ...]:
     if np.isfinite(last.bias_gap):
         parts.append(f"the bias check's reverse anneal is {last.bias_gap:+.2f} nats from it")
     low = shortfall(trajectory)
+    far = (
+        f"{last.outside:.0%} of its particles ended beyond the start's central 95% and still "
+        f"predict their weights (lag {last.lag:.2f}): tails that no path reached may hold mass "
+        "that no check here can size"
+        if last.outside >= CLEAR_OUTSIDE and last.lag >= CLEAR_LAG
+        else ""
+    )
     if low > 0:
         verdict = (
             f"it may be up to {low:.2f} nats too low (twice the bias check's gap, or the rises "
             "extrapolated by a bias that shrinks by ¾ per 4× temperatures; mass that no path "
-            "reaches can make it more)"
+            "reaches can make it more)" + (f"; {far}" if far else "")
         )
+    elif far:
+        verdict = f"neither shows a shortfall, but {far}"
     else:
         verdict = (
             "neither shows a shortfall, so the failed checks may be false alarms on a converged "

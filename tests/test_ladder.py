@@ -119,6 +119,12 @@ def test_remaining_gap_reads_the_trajectory():
             Rung(4000, -1.01, 0.01, ("lag",), -0.02, 50, 0.3))  # fmt: skip
     (msg,) = remaining_gap(flat, max_gradients=100)
     assert shortfall(flat) == 0.0 and "within its noise" in msg and "false alarms" in msg
+    # particles far beyond the start that still predict their weights (the Student-t experts):
+    # neither figure can size what may be missing, and the message says so instead of "false
+    # alarms"
+    far = flat[:1] + (flat[1]._replace(lag=0.3, outside=0.94),)
+    (msg,) = remaining_gap(far, max_gradients=100)
+    assert "false alarms" not in msg and "94% of its particles" in msg and "lag 0.30" in msg
     bias = flat[:1] + (flat[1]._replace(bias_gap=0.3),)
     assert (  # the gap, doubled: MCMC draws that miss mass too make it smaller
         shortfall(bias) == pytest.approx(0.6)
