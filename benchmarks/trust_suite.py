@@ -176,7 +176,8 @@ def enumerated_mixture_case():
                        - math.log(2.0) - 0.5 * LOG2PI)  # fmt: skip
 
     return dict(numpyro=(numpyro_model, (jnp.asarray(y),)), pymc=pymc_model, exact=exact,
-                chains=1, jax=(lambda mu: normal_logpdf(jnp, mu, 3.0), log_lik, 2, 3.0))  # fmt: skip
+                chains=1,
+                jax=(lambda mu: normal_logpdf(jnp, mu, 3.0), log_lik, 2, 3.0))  # fmt: skip
 
 
 def cases():
@@ -262,17 +263,20 @@ SMC_SETTINGS = {  # BlackJAX's adaptive tempered SMC: docs/evidence_peers.md's, 
 }
 
 
-def blackjax_call(case, adapter, seed, _runs={}):
+_SMC_RUNS = {}  # (case, setting) -> the compiled run
+
+
+def blackjax_call(case, adapter, seed):
     """BlackJAX's adaptive tempered SMC on the same log prior and likelihood (HMC with 10
     leapfrog steps of 0.1, target ESS ½; particles and HMC steps per tempering step from
     ``SMC_SETTINGS``), started from the prior's draws. It reports no SE and no warning."""
     from evidence_peers import build_smc
 
-    if (id(case), adapter) not in _runs:
+    if (id(case), adapter) not in _SMC_RUNS:
         log_prior, log_lik, dim, prior_sd = case["jax"]
-        _runs[id(case), adapter] = build_smc(dim, log_prior, log_lik, prior_sd=prior_sd,
+        _SMC_RUNS[id(case), adapter] = build_smc(dim, log_prior, log_lik, prior_sd=prior_sd,
                                              **SMC_SETTINGS[adapter])  # fmt: skip
-    run, per_step = _runs[id(case), adapter]
+    run, per_step = _SMC_RUNS[id(case), adapter]
     log_z, n = run(jax.random.key(700 + seed))
     return dict(log_z=float(log_z), se=float("nan"), checks=[], gap=float("nan"),
                 shortfall=float("nan"), gradients=int(n) * per_step)  # fmt: skip
