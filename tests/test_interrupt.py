@@ -1,8 +1,35 @@
-"""Ctrl-C during a long run stops it within about a second and leaves the process usable."""
+"""Ctrl-C during a long run stops it at the next progress tick (a bin: about 0.1–0.2 s on an
+idle machine) and leaves the process usable.
+
+A bin is a fixed amount of work, so on a loaded machine it takes longer: each test records
+the ticks' times (the compiled loop's callback, wrapped) and allows the latency 1.5 s plus
+two of the longest bins it measured, so it fails when the stop waits for the run to end, not
+when the machine is busy.
+"""
 
 import subprocess
 import sys
 import textwrap
+
+# wraps the tick that a module's compiled loop calls, recording when each tick came
+TIMED_TICKS = """
+import time as _time
+_stamps = []
+def _timed(tick):
+    def timed_tick(*args):
+        _stamps.append(_time.perf_counter())
+        return tick(*args)
+    return timed_tick
+def _longest_bin(before):
+    s = [t for t in _stamps if t <= before]
+    return max((b - a for a, b in zip(s, s[1:])), default=0.0)
+"""
+
+
+def _latency_within_bins(stdout):
+    latency, bin_time, next_call = (float(x) for x in stdout.split()[-3:])
+    assert latency < 1.5 + 2 * bin_time, stdout
+    return next_call
 
 
 def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
@@ -13,6 +40,8 @@ def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
         # a shell runs background jobs with SIGINT ignored, and children inherit that: restore
         # Python's own handler, which is what a user's Ctrl-C meets
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        import ppl_hais.annealing.scan as scan
+        scan.tick = _timed(scan.tick)
         from ppl_hais.validation import product_of_experts
         target = product_of_experts("laplace", 36).target
         kw = dict(num_particles=200, step_size=0.1, schedule="linear", progress_bar=False)
@@ -31,13 +60,13 @@ def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
         t = time.perf_counter()
         r = ph.hais(jax.random.key(1), target, num_steps=300, **kw)
         assert np.isfinite(r.log_z)
-        print(f"latency {latency:.2f} next {time.perf_counter() - t:.2f}")
+        print(f"latency {latency:.2f} {_longest_bin(sent[0]):.2f} {time.perf_counter() - t:.2f}")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", TIMED_TICKS + code], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    latency, next_call = float(out.stdout.split()[-3]), float(out.stdout.split()[-1])
-    assert latency < 1.5, out.stdout
+    next_call = _latency_within_bins(out.stdout)
     # a 300-temperature run takes about a second (compiling included); had the abandoned
     # computation gone on, it would have shared the cores with the ~50 s left of it
     assert next_call < 15, out.stdout
@@ -49,6 +78,8 @@ def test_ctrl_c_stops_reduced_flip_sampling():
         import os, signal, threading, time
         import jax, jax.numpy as jnp, numpy as np, ppl_hais as ph
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        import ppl_hais.mcmc.lanes as lanes
+        lanes.tick = _timed(lanes.tick)
         logdensity = lambda x: -0.5 * jnp.sum(x**2)
         x0 = np.zeros((8, 20))
         kw = dict(num_warmup=100, progress_bar=False)
@@ -67,11 +98,11 @@ def test_ctrl_c_stops_reduced_flip_sampling():
         t = time.perf_counter()
         r = ph.mcmc.sample(jax.random.key(1), logdensity, x0, num_samples=200, **kw)
         assert r.samples.shape == (8, 200, 20)
-        print(f"latency {latency:.2f} next {time.perf_counter() - t:.2f}")
+        print(f"latency {latency:.2f} {_longest_bin(sent[0]):.2f} {time.perf_counter() - t:.2f}")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", TIMED_TICKS + code], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    latency, next_call = float(out.stdout.split()[-3]), float(out.stdout.split()[-1])
-    assert latency < 1.5, out.stdout
+    next_call = _latency_within_bins(out.stdout)
     assert next_call < 30, out.stdout  # the abandoned loop does not keep the cores busy
