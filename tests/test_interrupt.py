@@ -2,9 +2,10 @@
 idle machine) and leaves the process usable.
 
 A bin is a fixed amount of work, so on a loaded machine it takes longer: each test records
-the ticks' times (the compiled loop's callback, wrapped) and allows the latency 1.5 s plus
-two of the longest bins it measured, so it fails when the stop waits for the run to end, not
-when the machine is busy.
+the ticks' times (the compiled loop's callback, wrapped), sends Ctrl-C after the fourth tick
+(compiled and running, however slow the compilation) and allows the latency 1.5 s plus two of
+the longest bins it measured, so it fails when the stop waits for the run to end, not when the
+machine is busy.
 """
 
 import subprocess
@@ -23,6 +24,13 @@ def _timed(tick):
 def _longest_bin(before):
     s = [t for t in _stamps if t <= before]
     return max((b - a for a, b in zip(s, s[1:])), default=0.0)
+def _after_ticks(n, interrupt):  # once the loop has ticked n times: compiled, and running
+    import threading
+    def wait():
+        while len(_stamps) < n:
+            _time.sleep(0.01)
+        interrupt()
+    threading.Thread(target=wait, daemon=True).start()
 """
 
 
@@ -35,7 +43,7 @@ def _latency_within_bins(stdout):
 def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
     code = textwrap.dedent(
         """
-        import os, signal, threading, time
+        import os, signal, time
         import jax, numpy as np, ppl_hais as ph
         # a shell runs background jobs with SIGINT ignored, and children inherit that: restore
         # Python's own handler, which is what a user's Ctrl-C meets
@@ -50,7 +58,7 @@ def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
         def interrupt():
             sent.append(time.perf_counter())
             os.kill(os.getpid(), signal.SIGINT)
-        threading.Timer(8.0, interrupt).start()  # after compiling, during the scan
+        _after_ticks(4, interrupt)  # after compiling, during the scan
         try:
             ph.hais(jax.random.key(0), target, num_steps=steps, **kw)
             raise SystemExit("the run was not interrupted")
@@ -75,7 +83,7 @@ def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
 def test_ctrl_c_stops_reduced_flip_sampling():
     code = textwrap.dedent(
         """
-        import os, signal, threading, time
+        import os, signal, time
         import jax, jax.numpy as jnp, numpy as np, ppl_hais as ph
         signal.signal(signal.SIGINT, signal.default_int_handler)
         import ppl_hais.mcmc.lanes as lanes
@@ -87,7 +95,7 @@ def test_ctrl_c_stops_reduced_flip_sampling():
         def interrupt():
             sent.append(time.perf_counter())
             os.kill(os.getpid(), signal.SIGINT)
-        threading.Timer(6.0, interrupt).start()  # after compiling, while sampling
+        _after_ticks(4, interrupt)  # after compiling, while sampling
         try:  # hours of sampling if it were not stopped
             ph.mcmc.sample(jax.random.key(0), logdensity, x0, num_samples=50_000,
                            thinning=1000, **kw)
