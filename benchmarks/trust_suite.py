@@ -19,7 +19,9 @@ Two modes:
 * default: the default calls (``phn.HAIS(model).run(key, ...)``,
   ``php.sample_hais(random_seed=...)``), per model the error, SE, bias gap, warnings, false
   alarms, silent misses, whether the stated shortfall covers the error, gradients and time,
-  written to ``--out`` (docs/trust_suite.md).
+  written to ``--out`` (docs/trust_suite.md). ``--adapters blackjax,blackjax-long`` runs
+  BlackJAX's adaptive tempered SMC on the same log prior and likelihood instead
+  (docs/trust_suite_blackjax.md; ``suite_ratios.py`` sets the two side by side).
 
     python benchmarks/trust_suite.py --seeds 20 --out docs/trust_suite.md
 """

@@ -24,7 +24,7 @@ reached, which no agreement can rule out. Its SE then comes from the two runs' s
 The thresholds were derived on the issue 29 suite (``benchmarks/decision.py`` on
 docs/trust_suite_rungs.json, then docs/trust_suite.md): the Student-t experts' runs agree
 across rungs and with their reverse anneal while 0.3–0.6 nat low; their lag (0.21–0.34)
-overlaps a banana's (up to 0.28), their outside fraction (0.91–0.94) is far from the
+overlaps a banana's (up to 0.28), their outside fraction (0.88–0.94) is far from the
 banana's and the funnel's (at most 0.51).
 
 When the last rung still fails, :func:`remaining_gap` adds a ``converged`` check that states
