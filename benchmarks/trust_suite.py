@@ -32,6 +32,7 @@ import argparse
 import itertools
 import json
 import math
+import sys
 import time
 import warnings
 
@@ -284,21 +285,21 @@ def blackjax_call(case, adapter, seed):
                 shortfall=float("nan"), gradients=int(n) * per_step)  # fmt: skip
 
 
-def default_call(case, adapter, seed):
-    """The user's default call; (log Z, SE, checks, Evidence-like figures)."""
+def default_call(case, adapter, seed, initial="auto"):
+    """The user's default call (``initial`` aside); (log Z, SE, checks, Evidence-like figures)."""
     if adapter in SMC_SETTINGS:
         return blackjax_call(case, adapter, seed)
     if adapter == "numpyro":
         from ppl_hais.adapters import numpyro as phn
 
         model, margs = case["numpyro"]
-        hais = phn.HAIS(model, num_chains=case["chains"], progress_bar=False)
+        hais = phn.HAIS(model, num_chains=case["chains"], progress_bar=False, initial=initial)
         hais.run(jax.random.key(700 + seed), *margs)
         ev = hais.evidence
     else:
         from ppl_hais.adapters import pymc as php
 
-        idata = php.sample_hais(model=case["pymc"](), chains=case["chains"],
+        idata = php.sample_hais(model=case["pymc"](), chains=case["chains"], initial=initial,
                                 random_seed=700 + seed, progressbar=False)  # fmt: skip
         st = idata["sample_stats"]  # the pooled estimate is the ladder's last rung
         gap = float(st["bias_gap"]) if "bias_gap" in st else float("nan")
@@ -322,7 +323,7 @@ def report(args):
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                r = default_call(case, adapter, seed)
+                r = default_call(case, adapter, seed, args.initial)
             r.update(err=r["log_z"] - case["exact"], wall=time.perf_counter() - t0)
             runs.append(r)
         rows.append(summarize(name, adapter, runs, args.seeds))
@@ -365,16 +366,15 @@ def write(args, rows):
         "docs/trust_suite.md"
         if smc
         else "`phn.HAIS(model, num_chains=…).run(key, …)` and `php.sample_hais(chains=…, "
-        "random_seed=…)`, defaults otherwise (512 particles, initial='auto', the convergence "
-        "ladder within the default `max_gradients`, bias_check='auto')"
+        f"random_seed=…)`, defaults otherwise (512 particles, initial={args.initial!r}, the "
+        "convergence ladder within the default `max_gradients`, bias_check='auto')"
     )
     lines = [
         "# Issue 29's trust suite: hard-but-ordinary models"
         + (", BlackJAX's adaptive tempered SMC" if smc else " through both adapters' defaults"),
         "",
-        f"`python benchmarks/trust_suite.py --seeds {args.seeds}"
-        + (f" --adapters {','.join(args.adapters)} --out {args.out}" if smc else "")
-        + f"` · {_machine.describe()} · {time.strftime('%Y-%m-%d')} · {what}; seeds 700 and up.",
+        f"`python benchmarks/trust_suite.py {' '.join(sys.argv[1:])}` · {_machine.describe()} · "
+        f"{time.strftime('%Y-%m-%d')} · {what}; seeds 700 and up.",
         "",
         "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > 3 SE "
         "+ 0.05 without a warning; *gap*: median bias-check gap (reverse − forward) where it "
@@ -412,6 +412,7 @@ def main():
     p.add_argument("--collect", default=None, help="write the rungs' features to this JSON")
     p.add_argument("--only", default=None,
                    help="run the models whose name contains one of these (comma-separated)")
+    p.add_argument("--initial", default="auto", help="the start (default: the default)")
     p.add_argument("--adapters", default="numpyro,pymc",
                    help="numpyro, pymc, blackjax, blackjax-long (adaptive tempered SMC; no checks)")
     args = p.parse_args()
