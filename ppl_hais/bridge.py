@@ -11,7 +11,7 @@ N₁ posterior draws, and Z solves the fixed point (Gronau et al. 2017, eq. 4)
 s₁ = N₁,eff / (N₁,eff + N₂) with N₁,eff the draws' median effective sample size (as R's
 ``bridgesampling``). ``method="warp3"`` (Meng & Schilling 2002) bridges a standard normal to
 the posterior standardized by the proposal's location and scale *and symmetrized*
-(½[q(μ + Lη) + q(μ − Lη)]·|L|): it matches the first three moments, not two, at twice the
+(½[q(μ + Lη) + q(μ − Lη)]·det L): it matches the first three moments, not two, at twice the
 density evaluations; ``method="student_t"`` uses a multivariate t (5 degrees of freedom) as
 the proposal, for heavy tails.
 

@@ -188,7 +188,9 @@ def pareto_khat(log_weights) -> float:
     """Pareto k̂ of the importance weights (PSIS, from ArviZ); NaN when it cannot be fitted.
 
     Non-finite log weights count as zero weights. With fewer than 20 particles the tail cannot
-    be fitted (NaN); with fewer than 5 non-zero weights the weights have collapsed (inf).
+    be fitted (NaN); with fewer than 5 non-zero weights the weights have collapsed (inf). When
+    the largest weights are all equal (a likelihood that does not depend on the latents: every
+    weight is the same) there is no tail: −inf (ArviZ raises or says inf there).
     """
     lw = np.asarray(log_weights, dtype=float).ravel()
     lw = np.where(np.isnan(lw), -np.inf, lw)
@@ -199,6 +201,9 @@ def pareto_khat(log_weights) -> float:
         return float("inf")
     # ArviZ expects finite input; a zero weight is far below every finite one
     lw = np.where(np.isfinite(lw), lw, finite.min() - 1e3)
+    tail = np.sort(lw)[-int(np.ceil(min(0.2 * lw.size, 3 * np.sqrt(lw.size)))) - 1 :]
+    if np.ptp(tail) <= 1e-12 * max(1.0, abs(tail[-1])):
+        return float("-inf")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _, khat = _psis()(lw - finite.max())
@@ -254,7 +259,7 @@ def evidence_checks(
             f"{MIN_PARTICLES_KHAT}), so the tail of the weights and the error bar are unchecked. "
             "Remedy: more particles."
         )
-    elif not np.isfinite(khat):
+    elif khat == np.inf:
         out.append(
             f"pareto_k: Pareto k̂ = {khat} (fewer than 5 non-zero weights to fit a "
             f"tail): the weights have collapsed; the error bar is meaningless. "

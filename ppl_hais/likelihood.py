@@ -50,8 +50,9 @@ __all__ = [
 class LogLikelihoodEstimate(NamedTuple):
     """Average log likelihood of a data set and its errors.
 
-    ``mean`` = (1/|D|) Σ log p(x); ``se`` is its Monte Carlo standard error (from the annealing);
-    ``data_se`` = std(log p(x)) / sqrt(|D|) is the spread over data points (how much the
+    ``mean`` = (1/N) Σ log p(x) over the N data points; ``se`` is its Monte Carlo standard
+    error (from the annealing);
+    ``data_se`` = std(log p(x)) / sqrt(N) is the spread over data points (how much the
     average would change with other test data, as in seed 000 Table 1); ``per_datum`` holds
     log p(x) for each datum, ``per_datum_se`` their Monte Carlo errors.
     """
@@ -68,7 +69,8 @@ class LogLikelihoodEstimate(NamedTuple):
 def analysis_log_likelihood(rng_key, log_density: Callable, data, initial, **hais_kwargs):
     """Average log likelihood of ``data`` under p(x) = exp(log_density(x)) / Z (seed 000 eq. 26).
 
-    One HAIS run estimates log Z; then (1/|D|) Σ log p(x) = mean(log_density(x)) − log Ẑ.
+    One HAIS run estimates log Z; then the mean of log p(x) over the N data points is
+    mean(log_density(x)) − log Ẑ.
     ``hais_kwargs`` go to :func:`ppl_hais.hais` (``details`` holds its AISResult).
     """
     result = hais(rng_key, AnnealingTarget(log_density=log_density, initial=initial), **hais_kwargs)
@@ -130,7 +132,7 @@ def generative_log_likelihood(
     Returns
     -------
     LogLikelihoodEstimate
-        ``se`` = sqrt(Σ se_i²) / |D| (the runs are independent); ``details`` hold each
+        ``se`` = sqrt(Σ se_i²) / N (the runs are independent); ``details`` hold each
         datum's log weights, Pareto k̂ and ESS (failed checks warn, naming how many data
         failed) and, with a refined start, the :class:`~ppl_hais.refinement.Refinement`.
     """

@@ -125,6 +125,17 @@ def test_split_likelihood_form_matches_exact_evidence(key):
     assert_close(r, truth)
 
 
+def test_likelihood_that_ignores_the_latents(key):
+    """A likelihood constant in z makes every weight equal: the estimate is that constant,
+    exactly, with no warning (ArviZ's tail fit raised on the equal weights, or said k = inf)."""
+    target = ph.AnnealingTarget(initial=ph.Gaussian(np.zeros(3), 2.0),
+                                log_likelihood=lambda z: -1.25 + 0.0 * jnp.sum(z))  # fmt: skip
+    r = ph.hais(key, target, num_particles=128, num_steps=50, progress_bar=False)
+    assert abs(r.log_z + 1.25) < 1e-9 and r.log_z_se < 1e-6  # rounding only
+    assert r.pareto_k == -np.inf and r.checks == ()
+    assert ph.diagnostics.pareto_khat(np.zeros(512)) == -np.inf
+
+
 def test_analysis_log_likelihood(key):
     case = ex.product_of_experts("laplace", dim=8, seed=4)
     phi = case.info["phi"]

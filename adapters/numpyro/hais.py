@@ -58,8 +58,7 @@ class HAIS:
     adapt_mass_matrix : bool
         With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
         (as NUTS's ``adapt_mass_matrix``, but following the annealing).
-    initial : "auto", "prior", "laplace", "vi", "student_t", a ``ph.Gaussian``, or a guide
-        ``(guide, params)``.
+    initial : "auto", "prior", "laplace", "vi", "student_t", ph.Gaussian or (guide, params)
         Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
         and from a Gaussian fitted at the posterior mode (Laplace) and keeps the one whose
         weights degenerate less (:func:`ppl_hais.starts.choose_initial`): with a vague
@@ -86,7 +85,10 @@ class HAIS:
         (:mod:`ppl_hais.annealing.bias`). ``"auto"`` checks runs that give a reason to, so
         easy models pay nothing.
     progress_bar : bool
+        A tqdm bar per phase (pilot, each rung, the bias check).
 
+    Notes
+    -----
     The estimate comes with its trust checks (Pareto k̂, importance ESS, chains' agreement):
     a failed check raises :class:`ppl_hais.EvidenceWarning` and shows in ``print_summary``.
 

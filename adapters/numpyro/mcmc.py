@@ -82,7 +82,8 @@ class ReducedFlipHMC(ModelKernel):
 
     Parameters
     ----------
-    model, potential_fn : exactly one, as for :class:`numpyro.infer.HMC`.
+    model, potential_fn : callable
+        Exactly one of the two, as for :class:`numpyro.infer.HMC`.
     step_size : float
         Initial step size (adapted during warmup unless ``adapt_step_size=False``).
     num_steps : int
@@ -96,6 +97,8 @@ class ReducedFlipHMC(ModelKernel):
     uniform : {"persistent", "fresh"} or None
         As :func:`ppl_hais.mcmc.build_kernel` (None: persistent for ``lookahead=1``).
 
+    Notes
+    -----
     Extra fields: ``accept_prob``, ``is_flipped``, ``lookahead_depth``, ``num_steps``
     (gradients used), ``step_size``, ``refresh``, ``potential_energy``, ``diverging``.
 

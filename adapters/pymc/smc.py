@@ -159,13 +159,11 @@ def sample_hais(
     idata_kwargs : dict, optional
         ``{"log_likelihood": True}`` adds the pointwise log likelihood (for ``az.loo``).
 
-    Other keywords of ``pm.sample_smc`` (``kernel``, ``start``, ``threshold``, ``backend``,
-    ``mp_ctx``, ...) are refused by name with what to use instead.
-
     Returns
     -------
-    arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ >= 1), as ``pm.sample_smc``
-        ``posterior`` (constrained variables and deterministics, model coords/dims),
+    idata : arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ >= 1)
+        As ``pm.sample_smc``'s: ``posterior`` (constrained variables and deterministics,
+        model coords/dims),
         ``sample_stats`` with ``log_marginal_likelihood`` and its standard error
         ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
         array per stage instead; ``inf`` when the weights' variance does not exist),
@@ -174,8 +172,12 @@ def sample_hais(
         ``constant_data``. The posterior draws are particles resampled by weight, copies
         side by side, so ``az.ess`` of them stays near the importance ESS.
 
+    Notes
+    -----
     A failed trust check (Pareto k̂, importance ESS, chains' agreement) raises
     :class:`ppl_hais.EvidenceWarning` naming the check and the remedy.
+    Other keywords of ``pm.sample_smc`` (``kernel``, ``start``, ``threshold``, ``backend``,
+    ``mp_ctx``, ...) are refused by name with what to use instead.
     """
     _check_arguments(model, draws, 1 if chains is None else chains, cores, return_inferencedata,
                      smc_kwargs)  # fmt: skip
