@@ -1,6 +1,6 @@
 # Entry points on a fresh machine: `make demo` and `make test` (the newest Python 3.11-3.13
 # found, with the newest packages that resolve on it); `make test-oldest` (Python 3.11 with the
-# oldest supported versions, .ci/oldest.txt). CI (.ci/run) runs both.
+# oldest supported versions, .ci/oldest.txt); `make docs` (the site). CI (.ci/run) runs all three.
 
 # the newest of python3.13 / 3.12 / 3.11 that runs: on the PATH, or installed by pyenv
 find_python = $(shell for v in $(1); do \
@@ -17,7 +17,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STAMP_OLDEST := $(VENV_OLDEST)/.installed
 
-.PHONY: demo test test-slow test-oldest lint bench clean
+.PHONY: demo test test-slow test-oldest lint docs bench clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "need Python 3.11, 3.12 or 3.13 (python3.1x on the PATH or pyenv)"; exit 1; }
@@ -74,8 +74,14 @@ bench: $(STAMP)
 	$(PY) benchmarks/rbm_ais.py --out docs/rbm_ais.md
 	$(PY) benchmarks/devices.py --out docs/devices.md
 
+# the documentation site: every page executed, warnings are errors (docs/_build/html/index.html)
+docs: $(STAMP)
+	$(PY) -m pip install -q -e ".[docs]"
+	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
+	@echo "site: docs/_build/html/index.html"
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ppl_hais adapters tests benchmarks
 
 clean:
-	rm -rf $(VENV) $(VENV_OLDEST)
+	rm -rf $(VENV) $(VENV_OLDEST) docs/_build docs/api

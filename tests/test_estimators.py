@@ -288,3 +288,4 @@ def test_chains_in_one_call_are_slices_of_one_population():
         ph.hais(jax.random.key(5), target, num_particles=64, num_chains=2, bidirectional=True, **kw)
     with pytest.raises(ValueError, match="num_chains"):
         ph.hais(jax.random.key(5), target, num_particles=64, num_chains=0, **kw)
+

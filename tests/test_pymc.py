@@ -229,3 +229,26 @@ def test_repeat_calls_reuse_compilation_and_follow_set_data():
     assert cached_target(model) is not target
     check(est, se, exact(x2))
     assert abs(exact(x2) - exact(x1)) > 10 * se
+
+
+def test_cores_sets_the_particle_groups(monkeypatch):
+    """``cores=`` is pm.sample_smc's keyword: here it sets how many cores the particles are
+    split over (two groups per core), for this call only."""
+    from ppl_hais.annealing import execution
+
+    monkeypatch.delenv("PPL_HAIS_CPU_THREADS", raising=False)  # the suite's cap of 1 group
+    with execution.using_cores(1):
+        assert execution.num_groups(512) == 2
+        with execution.using_cores(3):
+            assert execution.num_groups(512) == 4  # 6 groups would not divide 512
+        assert execution.num_groups(512) == 2
+    seen = []
+    real = execution.num_groups
+    monkeypatch.setattr(execution, "num_groups",
+                        lambda n: seen.append(execution._CORES.get()) or real(n))  # fmt: skip
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=np.array([0.2, -0.1]))
+    evidence(model, num_steps=100, cores=1)
+    assert seen and set(seen) == {1}
+    assert execution._CORES.get() is None  # the setting ends with the call

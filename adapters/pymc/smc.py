@@ -29,6 +29,7 @@ import pymc as pm
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
 from ppl_hais._renamed import did_you_mean
+from ppl_hais.annealing.execution import using_cores
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
 from ppl_hais.precision import float64
@@ -115,8 +116,9 @@ def sample_hais(
         Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``);
         default 1 (each chain is already ``draws`` independent annealing runs).
     cores : int, optional
-        Accepted as ``pm.sample_smc`` accepts it; the chains run one after another in this
-        process, each vectorized over its particles and split over the CPU cores by the annealer.
+        CPU cores to use (default: all this process may use). The chains run in this process,
+        vectorized over their particles, which the annealer splits into two groups per core
+        on threads; on an accelerator it has no effect.
     random_seed : int, optional
     model : pm.Model, optional
         Default: the model from the ``with`` context.
@@ -186,22 +188,23 @@ def sample_hais(
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
     target = cached_target(model)
     key_run, key_draws = jax.random.split(jax.random.key(int(seed)))
-    ev = evidence(
-        key_run,
-        target,
-        initial=initial,
-        num_chains=chains,
-        num_particles=draws,
-        num_steps=num_steps,
-        schedule=schedule,
-        step_size=step_size,
-        refresh=refresh,
-        bidirectional=bidirectional,
-        target_se=target_se,
-        max_gradients=max_gradients,
-        bias_check=bias_check,
-        progress_bar=progressbar,
-    )
+    with using_cores(cores):
+        ev = evidence(
+            key_run,
+            target,
+            initial=initial,
+            num_chains=chains,
+            num_particles=draws,
+            num_steps=num_steps,
+            schedule=schedule,
+            step_size=step_size,
+            refresh=refresh,
+            bidirectional=bidirectional,
+            target_se=target_se,
+            max_gradients=max_gradients,
+            bias_check=bias_check,
+            progress_bar=progressbar,
+        )
     results = ev.results
     idx = ev.resample(key_draws)
     zs = np.stack([r.particles[i] for r, i in zip(results, idx, strict=True)])

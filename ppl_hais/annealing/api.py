@@ -33,7 +33,7 @@ from ..schedules import adaptive_schedule, make_schedule
 from ..target import AnnealingTarget
 from .bias import check_bias, needs_check, with_bias
 from .execution import initial_sampler, resolve_devices, run
-from .kernels import TransitionKernel, hais_kernel, mixed_kernel
+from .kernels import HAISOptions, TransitionKernel, mixed_kernel
 from .pilot import Pilot, survey
 
 __all__ = ["ais", "bdmc", "hais"]
@@ -341,7 +341,7 @@ def hais(
     >>> bool(abs(res.log_z - 2 * np.log(3 * np.sqrt(2 * np.pi))) < 5 * res.log_z_se + 0.05)
     True
     """
-    kernel = hais_kernel(float(refresh), int(num_leapfrog), int(lookahead), str(flips))
+    kernel = HAISOptions(refresh, num_leapfrog, lookahead, flips).kernel()
     if discrete is not None and np.any(discrete):
         kernel = mixed_kernel(tuple(bool(d) for d in np.ravel(discrete)), kernel)
     return ais(

@@ -10,6 +10,8 @@ True
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from functools import lru_cache
 
@@ -99,6 +101,20 @@ def _check_initial_density(out, num_particles):
         )
 
 
+_CORES: contextvars.ContextVar[int | None] = contextvars.ContextVar("ppl_hais_cores", default=None)
+
+
+@contextlib.contextmanager
+def using_cores(cores: int | None):
+    """Within the block, runs split their particles as if the machine had ``cores`` CPU cores
+    (``None``: the cores this process may use). ``php.sample_hais(cores=…)`` sets it."""
+    token = _CORES.set(None if cores is None else int(cores))
+    try:
+        yield
+    finally:
+        _CORES.reset(token)
+
+
 def num_groups(num_particles):
     """How many particle groups the main run splits into: two per CPU core.
 
@@ -107,15 +123,18 @@ def num_groups(num_particles):
     dispatched from threads fill those gaps. Two groups per core beat one per core by
     1.1–1.4× (regressions and funnel, 256–512 particles, 2 cores; docs/groups.md). Groups
     keep ≥ 32 particles and divide the population evenly; on an accelerator one batch is best.
-    The environment variable ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where
-    processes already share the cores, as under ``pytest -n``).
+    :func:`using_cores` sets the number of cores; the environment variable
+    ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where processes already share the
+    cores, as under ``pytest -n``).
     """
     if jax.default_backend() != "cpu":
         return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    cores = _CORES.get()
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cores = os.cpu_count() or 1
     most = 2 * cores
     cap = os.environ.get("PPL_HAIS_CPU_THREADS")
     if cap:

@@ -29,6 +29,7 @@ from ..mcmc.integrators import reflect
 from ..mcmc.lookahead import FLIPS
 
 __all__ = [
+    "HAISOptions",
     "HMCState",
     "RWMState",
     "TransitionInfo",
@@ -76,6 +77,25 @@ def _metropolis(log_accept, key):
     log_accept = jnp.where(jnp.isfinite(log_accept), jnp.minimum(log_accept, 0.0), -jnp.inf)
     u = fast_random.uniform(key, (), salt=1, dtype=log_accept.dtype)
     return jnp.exp(log_accept), jnp.log(u) < log_accept
+
+
+class HAISOptions(NamedTuple):
+    """The HAIS transition's options, one object for every run of a call (pilot, main run,
+    ladder rungs), so an option given once reaches all of them."""
+
+    refresh: float = 0.5
+    num_leapfrog: int = 1
+    lookahead: int = 1
+    flips: str = "standard"
+
+    @classmethod
+    def of(cls, options) -> HAISOptions:
+        """The fields present in a mapping of keyword arguments; defaults for the rest."""
+        return cls(**{k: options[k] for k in cls._fields if k in options})
+
+    def kernel(self) -> TransitionKernel:
+        return hais_kernel(float(self.refresh), int(self.num_leapfrog), int(self.lookahead),
+                           str(self.flips))  # fmt: skip
 
 
 @lru_cache(maxsize=64)
