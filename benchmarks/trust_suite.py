@@ -1,11 +1,12 @@
 """Issue 29's trust suite: eight hard-but-ordinary models through both adapters' default calls.
 
-Models (each written the way a NumPyro or a PyMC user writes it, exact log evidence in closed
-form, by enumeration or by quadrature): Neal's funnel from N(0, I) (a potential on a N(0, I)
-prior), a centered 10-D funnel with weak data (a hierarchical model as users write it first;
-not run through BlackJAX, whose runner draws iid normals, not this prior), a two-mode mixture, a mixture with its assignments enumerated (NumPyro's ``config_enumerate``;
-PyMC's ``NormalMixture``), a banana, the 36-D product of Student-t experts, a 50-D regression
-with ``chains=4`` and a regression under vague N(0, 100²) priors.
+Models (each written the way a NumPyro or a PyMC user writes it, exact log evidence in closed form,
+by enumeration or by quadrature): Neal's funnel from N(0, I) (a potential on a N(0, I) prior), a
+centered 10-D funnel with weak data (a hierarchical model as users write it first; not run through
+BlackJAX, whose runner draws iid normals, not this prior), a two-mode mixture, a mixture with its
+assignments enumerated (NumPyro's ``config_enumerate``; PyMC's ``NormalMixture``), a banana, the
+36-D product of Student-t experts, a 50-D regression with ``chains=4`` and a regression under vague
+N(0, 100²) priors.
 
 Two modes:
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from .. import diagnostics
 from ..mcmc import fast_random
 from ..precision import float64
 from ..result import AnnealingError
@@ -61,6 +62,7 @@ class Pilot(NamedTuple):
     log_ratio_sd: np.ndarray  # smoothed spread of the log likelihood ratio over particles
     scale: tuple | None  # (betas, log scale per coordinate) by bin, or None (scale 1)
     log_weights: np.ndarray | None = None  # the pilot's final log weights (to compare paths)
+    outside: float = float("nan")  # its particles' fraction beyond the start's central 95%
 
     def gradients_per_particle(self, gradients_per_step) -> int:
         """Model gradients one pilot particle spent: its warm-up steps at β = 0 and its βs."""
@@ -116,6 +118,7 @@ def pilot_run(
         _smooth(np.where(np.isfinite(sd), sd, 0.0), 11),
         scale,
         np.asarray(out["log_weights"]),
+        diagnostics.outside_fraction(out["start_log_initial"], out["log_initial"]),
     )
 
 
