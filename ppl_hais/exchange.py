@@ -36,7 +36,7 @@ import numpy as np
 
 from . import mcmc
 from .envelopes import BernoulliEnvelope, GaussianEnvelope, UniformEnvelope
-from .progress import QUIET_CALLBACK_ERRORS
+from .progress import QUIET_CALLBACK_ERRORS, close_bar, maybe_tick, open_bar
 
 __all__ = [
     "BernoulliEnvelope",
@@ -314,10 +314,13 @@ def sample(
     scale: float = 0.5,
     max_proposals: int = 1_000_000,
     approximate_sweeps: int = 0,
+    progress_bar: bool = False,
+    desc: str = "exchange",
 ):
     """A single exchange chain over flat θ (the model takes θ as it is); returns
     ``(samples (num_samples, dim), stats dict)``. Raises :class:`RejectionBudgetError`
-    when any fantasy draw ran out of proposals."""
+    when any fantasy draw ran out of proposals. ``progress_bar``: a tqdm bar over the
+    warm-up and sampling steps, labelled ``desc``."""
     theta0 = jnp.atleast_1d(jnp.asarray(theta0, jnp.result_type(float)))
     data = jnp.asarray(data)
 
@@ -327,9 +330,14 @@ def sample(
     def lp(th):
         return log_prior(th[0] if theta0.shape[0] == 1 else th)
 
+    total = num_warmup + num_samples
+    every = max(total // 100, 1)
+
     @jax.jit
-    def run(key):
+    def run(key, run_id):
         def step(carry, i):
+            if progress_bar:
+                maybe_tick(run_id, i, every)
             theta, log_scale, bad = carry
             theta, info = exchange_step(
                 jax.random.fold_in(key, i), theta, lp, data, model_at, jnp.exp(log_scale),
@@ -343,7 +351,12 @@ def sample(
         carry = (theta0, jnp.log(jnp.asarray(scale, theta0.dtype)), jnp.zeros((), bool))
         return jax.lax.scan(step, carry, jnp.arange(num_warmup + num_samples))
 
-    (theta, log_scale, bad), (thetas, info) = run(key)
+    run_id = open_bar(total, desc) if progress_bar else 0
+    try:
+        (theta, log_scale, bad), (thetas, info) = run(key, run_id)
+    finally:
+        if progress_bar:
+            close_bar(run_id)
     info = jax.tree.map(lambda a: np.asarray(a[num_warmup:]), info)
     if bool(bad):
         raise RejectionBudgetError(

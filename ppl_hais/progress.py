@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import jax
@@ -81,7 +82,9 @@ def tick(run_id, n):
 
 
 def open_bar(total, desc):
-    from tqdm.auto import tqdm
+    with warnings.catch_warnings():  # a notebook without ipywidgets: the text bar, no advice
+        warnings.simplefilter("ignore", category=Warning)
+        from tqdm.auto import tqdm
 
     run_id = next(_RUN_IDS)
     _BARS[run_id] = tqdm(total=total, desc=desc, leave=False, mininterval=0.3)

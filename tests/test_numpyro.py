@@ -221,6 +221,33 @@ def test_chains_and_arviz():
     assert ev == pytest.approx(h.log_evidence) and se == pytest.approx(h.log_evidence_se)
 
 
+def test_nested_sampler_style_draws_and_weighted_samples():
+    """``get_samples(rng_key, num_samples)`` and ``get_weighted_samples()`` as NumPyro's
+    NestedSampler has them: fresh draws, and every particle with its weight, both giving the
+    exact posterior mean."""
+    y = np.random.default_rng(1).normal(1.0, 1.0, size=(15, 1))
+    prec = 0.25 + 15
+    mean = (0.5 / 4 + y.sum()) / prec
+    h = evidence(normal_normal, y=jnp.asarray(y), opts=dict(num_chains=2, num_particles=128,
+                                                             num_steps=300))  # fmt: skip
+    fresh = h.get_samples(jax.random.key(3), num_samples=1000)["mu"]
+    assert fresh.shape == (2000, 1)
+    again = h.get_samples(jax.random.key(3), num_samples=1000)["mu"]
+    other = h.get_samples(jax.random.key(4), num_samples=1000)["mu"]
+    assert np.array_equal(fresh, again) and not np.array_equal(fresh, other)
+    assert h.get_samples(jax.random.key(3), 10, group_by_chain=True)["mu"].shape == (2, 10, 1)
+    assert h.get_samples()["mu"].shape == (256, 1)  # MCMC-style: the same draws every call
+    samples, log_w = h.get_weighted_samples()
+    assert samples["mu"].shape == (256, 1) and log_w.shape == (256,)
+    assert abs(np.logaddexp.reduce(log_w)) < 1e-9
+    ess = sum(r.ess for r in h.results)
+    weighted = np.sum(np.exp(log_w) * samples["mu"][:, 0])
+    assert abs(weighted - mean) < 5 / np.sqrt(prec * ess)
+    assert abs(fresh.mean() - mean) < 5 / np.sqrt(prec * ess)
+    by_chain, lw_c = h.get_weighted_samples(group_by_chain=True)
+    assert by_chain["mu"].shape == (2, 128, 1) and lw_c.shape == (2, 128)
+
+
 def test_model_comparison_picks_true_regression():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(60, 4))

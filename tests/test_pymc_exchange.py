@@ -68,3 +68,16 @@ def test_budget_error_and_bad_input():
             php.sample_exchange(energy, envelope, np.zeros((5, 1)), chains=0)
         with pytest.raises(TypeError, match="envelope"):
             php.sample_exchange(energy, object(), np.zeros((5, 1)))
+
+
+def test_progressbar_shows_each_chain(capsys):
+    """``progressbar=True`` (pm.sample's default) shows a bar per chain; False shows none."""
+    envelope = GaussianEnvelope(jnp.zeros(1))
+    data = np.random.default_rng(0).normal(size=(20, 1))
+    for shown in (True, False):
+        with pm.Model():
+            pm.Normal("theta", 0.0, 1.0)
+            php.sample_exchange(energy, envelope, data, draws=50, tune=20, chains=2,
+                                random_seed=0, progressbar=shown)  # fmt: skip
+        err = capsys.readouterr().err
+        assert ("exchange, chain 2/2" in err) is shown, err[-300:]

@@ -21,6 +21,7 @@ import numpy as np
 import numpyro
 from numpyro import handlers
 from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
+from scipy.special import logsumexp
 
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
@@ -227,26 +228,61 @@ class HAIS:
 
     # -- posterior
     @float64
+    def _constrained(self, zs, rng_key):
+        """Constrained values (deterministic sites included) of flat particles (C, n, D)."""
+        flat = jnp.asarray(zs.reshape(-1, zs.shape[-1]))
+        keys = jax.random.split(rng_key, flat.shape[0])
+        values = constrain_batch(self._nt, flat, keys)
+        return jax.tree.map(lambda v: np.asarray(v).reshape(zs.shape[:2] + np.shape(v)[1:]),
+                            values)  # fmt: skip
+
     def _draws(self):
         """Resampled particles per chain, constrained, deterministic sites included."""
         if self._samples is None:
             self._require()
             idx = self.evidence.resample(self._key_draws)
             zs = np.stack([r.particles[i] for r, i in zip(self.results, idx, strict=True)])
-            flat = jnp.asarray(zs.reshape(-1, zs.shape[-1]))
-            keys = jax.random.split(jax.random.fold_in(self._key_draws, 1), flat.shape[0])
-            values = constrain_batch(self._nt, flat, keys)
-            self._samples = jax.tree.map(
-                lambda v: np.asarray(v).reshape(zs.shape[:2] + np.shape(v)[1:]), values
-            )
+            self._samples = self._constrained(zs, jax.random.fold_in(self._key_draws, 1))
         return self._samples
 
-    def get_samples(self, group_by_chain=False):
-        """Posterior draws (particles resampled by weight), like ``MCMC.get_samples``."""
-        s = self._draws()
+    @staticmethod
+    def _flat(samples, group_by_chain):
         if group_by_chain:
-            return dict(s)
-        return {k: v.reshape((-1,) + v.shape[2:]) for k, v in s.items()}
+            return dict(samples)
+        return {k: v.reshape((-1,) + v.shape[2:]) for k, v in samples.items()}
+
+    def get_samples(self, rng_key=None, num_samples=None, group_by_chain=False):
+        """Posterior draws: particles resampled by weight.
+
+        Without arguments, like ``MCMC.get_samples``: ``num_particles`` draws per chain, the
+        same on every call (the ones ``print_summary`` and ``to_arviz`` show). With ``rng_key``
+        and/or ``num_samples``, like ``NestedSampler.get_samples(rng_key, num_samples)``: fresh
+        draws, ``num_samples`` per chain (default ``num_particles``).
+        """
+        if rng_key is None and num_samples is None:
+            return self._flat(self._draws(), group_by_chain)
+        self._require()
+        rng_key = self._key_draws if rng_key is None else check_key(rng_key)
+        key_idx, key_values = jax.random.split(rng_key)
+        keys = jax.random.split(key_idx, len(self.results))
+        zs = np.stack([r.particles[r.resample(k, num_samples)]
+                       for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
+        return self._flat(self._constrained(zs, key_values), group_by_chain)
+
+    def get_weighted_samples(self, group_by_chain=False):
+        """Every particle with its log importance weight, like
+        ``NestedSampler.get_weighted_samples()``: ``(samples, log_weights)``. The weights are
+        normalized to sum to 1 over all particles, each chain carrying an equal share (the pooled
+        estimate averages the chains' Ẑ); ``group_by_chain`` keeps the chain axis (each chain's
+        weights then sum to 1/num_chains)."""
+        self._require()
+        zs = np.stack([r.particles for r in self.results])
+        lw = np.stack([r.log_weights - logsumexp(r.log_weights) for r in self.results])
+        lw = lw - np.log(len(self.results))
+        samples = self._constrained(zs, jax.random.fold_in(self._key_draws, 2))
+        if group_by_chain:
+            return dict(samples), lw
+        return self._flat(samples, False), lw.reshape(-1)
 
     def print_summary(self, prob=0.9):
         """The evidence with its error bar and checks, per-chain diagnostics, and the posterior

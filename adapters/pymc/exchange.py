@@ -130,7 +130,8 @@ def sample_exchange(
         s, st = ph.exchange.sample(
             keys[c], bounded, data, log_prior, x0, num_warmup=int(tune),
             num_samples=int(draws), scale=scale, max_proposals=int(max_proposals),
-            approximate_sweeps=int(approximate_sweeps),
+            approximate_sweeps=int(approximate_sweeps), progress_bar=bool(progressbar),
+            desc=f"exchange, chain {c + 1}/{int(chains)}",
         )  # fmt: skip
         samples.append(np.asarray(s).reshape(int(draws), target.dim))
         stats.append(st)
