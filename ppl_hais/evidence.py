@@ -46,7 +46,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from . import diagnostics
+from . import diagnostics, progress
 from ._renamed import refuse_unknown
 from .annealing import ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
@@ -223,7 +223,9 @@ def evidence(
     key_pilot, key_chains = jax.random.split(rng_key)
     pilot_kwargs = dict(hais_kwargs, num_steps=first)
     pilot_kwargs.pop("bidirectional", None)
-    name, target, pilot, choice, spent = _choose_initial(key_pilot, model, initial, **pilot_kwargs)
+    with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
+        name, target, pilot, choice, spent = _choose_initial(key_pilot, model, initial,
+                                                             **pilot_kwargs)  # fmt: skip
     budget = None
     if target_se is not None:
         key_probe, key_chains = jax.random.split(key_chains)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import progress
 from .structure import compile_once
 from .target import Gaussian, GaussianMixture
 
@@ -57,21 +58,38 @@ def laplace_gaussian(log_density, starts, scale_inflation: float = 1.2):
     return laplace_fit(log_density, starts, scale_inflation)[0]
 
 
+def _fit_one(log_density, z0, bar, i):
+    """(mode, log density there, negative Hessian, gradients spent) from one BFGS start;
+    ``mode`` None where the search ended at a non-finite density or Hessian."""
+    mode, val, njev = _mode(log_density, z0)
+    val = -float(val)
+    if bar is not None:
+        progress.tick(bar, i + 1)
+    if not np.isfinite(val):
+        return None, val, None, int(njev)
+    mode = np.asarray(mode)
+    hess = np.asarray(_neg_hessian(log_density, mode))
+    hess = 0.5 * (hess + hess.T)
+    spent = int(njev) + mode.size
+    if not np.all(np.isfinite(hess)):
+        return None, val, None, spent
+    return mode, val, hess, spent
+
+
 def laplace_fit(log_density, starts, scale_inflation: float = 1.2):
     """:func:`laplace_gaussian` and the model gradients the fit spent (BFGS's gradient
     evaluations from every start, and D per Hessian: one forward-over-reverse pass each)."""
     modes, gradients = [], 0  # (mode, log density there, negative Hessian)
-    for z0 in jnp.atleast_2d(jnp.asarray(starts, dtype=jnp.result_type(float))):
-        mode, val, njev = _mode(log_density, z0)
-        val = -float(val)
-        gradients += int(njev)
-        if not np.isfinite(val):
-            continue
-        mode = np.asarray(mode)
-        hess = np.asarray(_neg_hessian(log_density, mode))
-        gradients += mode.size
-        hess = 0.5 * (hess + hess.T)
-        if not np.all(np.isfinite(hess)):
+    starts = jnp.atleast_2d(jnp.asarray(starts, dtype=jnp.result_type(float)))
+    bar = progress.open_bar(len(starts), "Laplace fit") if progress.showing() else None
+    try:
+        found = [_fit_one(log_density, z0, bar, i) for i, z0 in enumerate(starts)]
+    finally:
+        if bar is not None:
+            progress.close_bar(bar)
+    for mode, val, hess, spent in found:
+        gradients += spent
+        if mode is None:
             continue
         same = [
             i for i, (m, _, h) in enumerate(modes)

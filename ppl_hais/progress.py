@@ -16,6 +16,8 @@ Example
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import logging
 import threading
@@ -25,11 +27,34 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import jax
 import numpy as np
 
-__all__ = ["open_bar", "close_bar", "tick", "maybe_tick", "run_interruptibly", "Interrupted"]
+__all__ = [
+    "open_bar", "close_bar", "tick", "maybe_tick", "run_interruptibly", "Interrupted", "shown",
+    "showing",
+]  # fmt: skip
 
 _BARS: dict[int, object] = {}
 _RUN_IDS = itertools.count(1)
 _STOP = threading.Event()
+
+
+_SHOW: contextvars.ContextVar[bool] = contextvars.ContextVar("ppl_hais_progress", default=False)
+
+
+@contextlib.contextmanager
+def shown(flag: bool):
+    """Within the block, the phases that do not take a ``progress_bar`` argument of their own
+    (the pilots, the Laplace fit) show bars when ``flag`` is true: the evidence workflow passes
+    its caller's ``progress_bar`` down this way."""
+    token = _SHOW.set(bool(flag))
+    try:
+        yield
+    finally:
+        _SHOW.reset(token)
+
+
+def showing() -> bool:
+    """Whether the enclosing :func:`shown` block asked for progress bars."""
+    return _SHOW.get()
 
 
 class Interrupted(Exception):

@@ -29,7 +29,7 @@ import warnings
 import jax
 import numpy as np
 
-from . import diagnostics
+from . import diagnostics, progress
 from .annealing import survey
 from .annealing.kernels import HAISOptions, mixed_kernel
 from .density import ModelDensity
@@ -288,7 +288,8 @@ def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
         nonlocal gradients
         for name in names:
             with np.errstate(all="ignore"):
-                pilots[name] = survey(rng_key, candidates[name], kernel, **pilot_kwargs)
+                pilots[name] = survey(rng_key, candidates[name], kernel, **pilot_kwargs,
+                                      progress_bar=progress.showing(), desc=f"pilot ({name})")
             choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
             per_particle = pilots[name].gradients_per_particle(kernel.gradients_per_step)
             gradients += per_particle * len(pilots[name].log_weights)

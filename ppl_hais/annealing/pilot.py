@@ -81,6 +81,7 @@ def pilot_run(
     num_steps=1000,
     adapt_scale=False,
     progress_bar=False,
+    desc="pilot",
 ):
     """A short pilot anneal (its particles are discarded) that tunes log(step size) as a function
     of β toward ``target_accept`` (None: keep ``initial_step_size``), measures the spread of
@@ -100,7 +101,7 @@ def pilot_run(
         adapt_target=None if target_accept is None else float(target_accept),
         record=True,
         progress_bar=progress_bar,
-        desc="pilot",
+        desc=desc,
         adapt_scale=adapt_scale,
     )
     log_steps = np.asarray(out["log_steps"])[PILOT_WARMUP - 1 :]
@@ -137,6 +138,7 @@ def survey(
     num_pilot_steps: int = 1000,
     adapt_mass_matrix: bool = True,
     progress_bar: bool = False,
+    desc: str = "pilot",
 ) -> Pilot:
     """The pilot :func:`ais` runs before its main run, with the same arguments: a discarded
     anneal that tunes the step size and mass matrix and measures the path (for the adaptive
@@ -165,6 +167,7 @@ def survey(
         num_steps=int(num_pilot_steps),
         adapt_scale=auto and bool(adapt_mass_matrix),
         progress_bar=progress_bar,
+        desc=desc,
     )
 
 
