@@ -46,7 +46,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from . import diagnostics, progress
+from . import diagnostics, options, progress
 from ._renamed import refuse_unknown
 from .annealing import ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
@@ -200,13 +200,13 @@ def evidence(
     (one whose weights pass, or after which the budget allows no other). Not run for models
     with discrete coordinates or with a reverse run of their own (``bidirectional``).
     """
-    if bias_check not in (True, False, "auto"):
-        raise ValueError(f"bias_check must be True, False or 'auto', got {bias_check!r}")
     _check_keywords(hais_kwargs)  # a typo fails here, before any compilation
+    given = {k: hais_kwargs[k] for k in _CHECKED if k in hais_kwargs}
+    options.check(num_particles=num_particles, num_chains=num_chains, num_steps=num_steps,
+                  target_se=target_se, max_gradients=max_gradients, initial=initial,
+                  bias_check=bias_check, **given)  # fmt: skip
     rng_key = check_key(rng_key)
     num_chains = int(num_chains)
-    if num_chains < 1:
-        raise ValueError(f"num_chains must be a positive integer, got {num_chains}")
     ladder = num_steps is None and target_se is None
     first = FIRST_NUM_STEPS if num_steps is None else int(num_steps)
     per_step = num_particles * num_chains * int(hais_kwargs.get("num_leapfrog", 1))
@@ -361,6 +361,10 @@ def _chains(key, target, model, pilot, num_chains, num_particles, num_steps, pro
         # the chains as one population: one dispatch, particle groups shared
         out = hais(key, target, num_chains=num_chains, **run)
         return out if num_chains > 1 else [out]
+
+
+_CHECKED = ("step_size", "target_accept", "refresh", "num_leapfrog", "lookahead", "flips",
+            "schedule")  # fmt: skip
 
 
 def _check_keywords(hais_kwargs) -> None:

@@ -60,3 +60,39 @@ def test_bad_settings(key, kwargs, msg):
 def test_bad_gaussian():
     with pytest.raises(ValueError, match="positive"):
         ph.Gaussian(np.zeros(2), -1.0)
+
+
+BAD_OPTIONS = [
+    (dict(num_particles=1), "num_particles must be an integer of at least 2"),
+    (dict(step_size=-1.0), "step_size must be a positive number"),
+    (dict(refresh=2.0), r"refresh .* must be in \(0, 1\]"),
+    (dict(flips="reduce"), "did you mean 'reduced'"),
+    (dict(initial="lapalce"), "did you mean 'laplace'"),
+    (dict(schedule="sigmiod"), "did you mean 'sigmoid'"),
+    (dict(max_gradients=0), "max_gradients must be a positive number"),
+    (dict(num_leapfrog=0), "num_leapfrog must be a positive integer"),
+    (dict(bias_check="yes"), "bias_check must be True, False or 'auto'"),
+]
+
+
+@pytest.mark.parametrize("kwargs, msg", BAD_OPTIONS)
+def test_bad_options_fail_where_they_are_given(kwargs, msg):
+    """issue 32: ``phn.HAIS(num_particles=1)`` failed only inside ``run`` after the pilots
+    (36.7 s); every option is now checked by the call that takes it, before any compilation,
+    with the same message through NumPyro, PyMC and the core workflow."""
+    import time
+
+    numpyro = pytest.importorskip("numpyro")
+    pm = pytest.importorskip("pymc")
+    from ppl_hais.adapters import numpyro as phn
+    from ppl_hais.adapters import pymc as php
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=msg):
+        phn.HAIS(lambda: numpyro.sample("x", numpyro.distributions.Normal()), **kwargs)
+    pymc_kwargs = {"draws" if k == "num_particles" else k: v for k, v in kwargs.items()}
+    if "draws" not in pymc_kwargs:  # draws is PyMC's own name, checked by the PyMC front end
+        with pm.Model(), pytest.raises(ValueError, match=msg):
+            pm.Normal("x")
+            php.sample_hais(**pymc_kwargs)
+    assert time.perf_counter() - start < 2.0  # nothing compiled

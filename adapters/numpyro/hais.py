@@ -23,6 +23,7 @@ from numpyro import handlers
 from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
 from scipy.special import logsumexp
 
+from ppl_hais import options
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
 from ppl_hais.mcmc.fast_random import check_key
@@ -85,6 +86,10 @@ class HAIS:
         nats (``evidence.bias_gap``): a gap beyond its noise warns, stating it
         (:mod:`ppl_hais.annealing.bias`). ``"auto"`` checks runs that give a reason to, so
         easy models pay nothing.
+    num_leapfrog, flips, lookahead
+        The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
+        momentum flips after a rejection (``"standard"`` or ``"reduced"``), look-ahead
+        trajectories. The pilot tunes the step size for the transition the main run uses.
     progress_bar : bool
         A tqdm bar per phase (pilot, each rung, the bias check).
 
@@ -115,14 +120,17 @@ class HAIS:
         target_se=None,
         max_gradients=None,
         bias_check="auto",
+        num_leapfrog=1,
+        flips="standard",
+        lookahead=1,
         progress_bar=True,
     ):
         refuse_foreign_model(model)
-        for name, value in (
-            ("num_particles", num_particles), ("num_chains", num_chains),
-        ) + ((("num_steps", num_steps),) if num_steps is not None else ()):  # fmt: skip
-            if isinstance(value, bool) or int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        options.check(num_particles=num_particles, num_chains=num_chains, num_steps=num_steps,
+                      schedule=schedule, step_size=step_size, refresh=refresh, initial=initial,
+                      target_accept=target_accept, target_se=target_se,
+                      max_gradients=max_gradients, bias_check=bias_check,
+                      num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead)  # fmt: skip
         self.model = model
         self.num_particles = int(num_particles)
         self.num_steps = None if num_steps is None else int(num_steps)
@@ -137,6 +145,7 @@ class HAIS:
         self.target_se = target_se
         self.max_gradients = max_gradients
         self.bias_check = bias_check
+        self.kernel_options = dict(num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead)
         self.progress_bar = progress_bar
         self.evidence = None
         self._samples = None
@@ -188,6 +197,7 @@ class HAIS:
                 max_gradients=self.max_gradients,
                 bias_check=self.bias_check,
                 progress_bar=self.progress_bar,
+                **self.kernel_options,
             )
         self._nt = nt
         self._samples = None

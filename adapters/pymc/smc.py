@@ -28,6 +28,7 @@ import pymc as pm
 # (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
+from ppl_hais import options
 from ppl_hais._renamed import did_you_mean
 from ppl_hais.annealing.execution import using_cores
 from ppl_hais.arviz import from_ais
@@ -97,6 +98,9 @@ def sample_hais(
     target_se: float | None = None,
     max_gradients: float | None = None,
     bias_check="auto",
+    num_leapfrog: int = 1,
+    flips: str = "standard",
+    lookahead: int = 1,
     **smc_kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
@@ -147,6 +151,10 @@ def sample_hais(
         rungs, bias checks) counts against it (``gradients`` in sample_stats' attributes).
         Default: 40× the first rung's main run for the ladder (room for 1000, 4000 and 16,000
         temperatures), unbounded with a fixed ``num_steps``.
+    num_leapfrog, flips, lookahead
+        The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
+        momentum flips after a rejection, look-ahead trajectories. The pilot tunes the step
+        size for the transition the main run uses.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
@@ -183,6 +191,10 @@ def sample_hais(
     """
     _check_arguments(model, draws, 1 if chains is None else chains, cores, return_inferencedata,
                      smc_kwargs)  # fmt: skip
+    options.check(num_steps=num_steps, schedule=schedule, step_size=step_size, refresh=refresh,
+                  initial=initial, target_se=target_se, max_gradients=max_gradients,
+                  bias_check=bias_check, num_leapfrog=num_leapfrog, flips=flips,
+                  lookahead=lookahead)  # fmt: skip
     chains = 1 if chains is None else int(chains)
     model = pm.modelcontext(model)
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
@@ -204,6 +216,9 @@ def sample_hais(
             max_gradients=max_gradients,
             bias_check=bias_check,
             progress_bar=progressbar,
+            num_leapfrog=num_leapfrog,
+            flips=flips,
+            lookahead=lookahead,
         )
     results = ev.results
     idx = ev.resample(key_draws)
