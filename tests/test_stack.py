@@ -273,7 +273,7 @@ def test_bad_input_is_named():
     with pytest.raises(TypeError, match="pm.Model.*NumPyro model function"):
         php.sample_hais(model=_regression, progressbar=False)
     for kw in ({"num_chains": 0}, {"num_particles": 0}, {"num_steps": 2.5}):
-        with pytest.raises(ValueError, match="positive integer"):
+        with pytest.raises(ValueError, match="positive integer|integer of at least 2"):
             phn.HAIS(_regression, **kw)
     with pytest.raises(ValueError, match="chains must be a positive integer"):
         php.sample_hais(model=model, chains=0, progressbar=False)
