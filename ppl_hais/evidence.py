@@ -47,7 +47,7 @@ import jax
 import numpy as np
 
 from . import diagnostics, options, progress
-from ._renamed import refuse_unknown
+from ._names import refuse_unknown
 from .annealing import ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .budget import SE_SLACK, choose_num_steps

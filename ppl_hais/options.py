@@ -20,7 +20,7 @@ import numbers
 
 import numpy as np
 
-from ._renamed import did_you_mean
+from ._names import did_you_mean
 
 __all__ = ["check"]
 

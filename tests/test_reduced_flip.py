@@ -290,18 +290,14 @@ def test_bad_step_sizes_and_empty_chains_are_named():
         phn.ReducedFlipHMC(model, lookahead=0)
 
 
-def test_old_argument_names_still_work_with_a_future_warning():
+def test_unknown_arguments_are_refused_with_the_name_to_use():
+    """No shims for names of a version never released: ``num_steps=`` (leapfrog steps, a
+    temperature count elsewhere) is refused with a pointer to ``num_leapfrog=``."""
     logdensity = lambda x: -0.5 * jnp.sum(x**2)  # noqa: E731
     kw = dict(num_warmup=20, num_samples=20, progress_bar=False)
-    new = ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), num_leapfrog=2,
-                         adapt_mass_matrix=False, **kw)
-    with pytest.warns(FutureWarning, match="num_leapfrog"):
-        old = ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), num_steps=2,
-                             adapt_mass_matrix=False, **kw)
-    np.testing.assert_array_equal(new.samples, old.samples)
-    with pytest.warns(FutureWarning, match="adapt_mass_matrix"):
-        ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), adapt_mass=False, **kw)
-    with pytest.warns(FutureWarning):
+    with pytest.raises(TypeError, match=r"'num_steps' \(leapfrog steps .* num_leapfrog=\)"):
+        ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), num_steps=2, **kw)
+    with pytest.raises(TypeError, match="num_leapfrog="):
         ph.mcmc.build_kernel(num_steps=2)
     with pytest.raises(TypeError, match="unexpected keyword argument 'num_stepz'"):
         ph.mcmc.sample(jax.random.key(0), logdensity, jnp.zeros((2, 2)), num_stepz=2, **kw)

@@ -16,7 +16,7 @@ import pymc as pm
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
 import ppl_hais as ph
-from ppl_hais._renamed import refuse_unknown, renamed
+from ppl_hais._names import LEAPFROG_HINT, refuse_unknown
 from ppl_hais.arviz import from_mcmc
 from ppl_hais.precision import float64
 
@@ -41,7 +41,7 @@ def sample_reduced_flip_hmc(
     target_accept: float = 0.9,
     thinning: int = 1,
     idata_kwargs: dict | None = None,
-    **renamed_kwargs,
+    **unknown,
 ):
     """Sample a PyMC model with HMC with reduced momentum flips, like ``pm.sample``.
 
@@ -77,8 +77,7 @@ def sample_reduced_flip_hmc(
     >>> idata.posterior["mu"].shape
     (2, 200)
     """
-    num_leapfrog = renamed(renamed_kwargs, "num_steps", "num_leapfrog", num_leapfrog)
-    refuse_unknown(renamed_kwargs, "sample_reduced_flip_hmc")
+    refuse_unknown(unknown, "sample_reduced_flip_hmc", hints=LEAPFROG_HINT)
     if model is not None and not isinstance(model, pm.Model):
         raise TypeError(f"model must be a pm.Model, got {type(model).__name__}")
     if isinstance(chains, bool) or int(chains) != chains or chains < 1:

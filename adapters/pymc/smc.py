@@ -29,7 +29,7 @@ import pymc as pm
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
 from ppl_hais import options
-from ppl_hais._renamed import did_you_mean
+from ppl_hais._names import did_you_mean
 from ppl_hais.annealing.execution import using_cores
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence

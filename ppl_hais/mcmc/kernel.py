@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._renamed import refuse_unknown, renamed
+from .._names import LEAPFROG_HINT, refuse_unknown
 from ..target import Potential
 from . import fast_random, hmc
 from .lookahead import FLIPS
@@ -158,7 +158,7 @@ def build_kernel(
     lookahead: int = 1,
     flips: str = "reduced",
     uniform: str | None = None,
-    **renamed_kwargs,
+    **unknown,
 ):
     """The transition ``kernel(rng_key, state, logdensity_fn, step_size, refresh=0.5,
     inverse_mass=None) -> (state, info)``.
@@ -166,8 +166,7 @@ def build_kernel(
     Parameters
     ----------
     num_leapfrog : int
-        Leapfrog steps n per trajectory (seed 001 §6.1.3 uses 1; ``num_steps=``, the old
-        name, is accepted for one release).
+        Leapfrog steps n per trajectory (seed 001 §6.1.3 uses 1).
     lookahead : int
         K, the trajectories tried before a flip is considered (1: seed 001 ch. 6; >1: LAHMC).
     flips : {"reduced", "standard"}
@@ -178,13 +177,12 @@ def build_kernel(
         one, carried in the state (as BlackJAX's GHMC), or a fresh draw per transition (seed
         001). None: persistent for ``lookahead=1``, fresh otherwise.
     """
-    num_steps = renamed(renamed_kwargs, "num_steps", "num_leapfrog", num_leapfrog)
-    refuse_unknown(renamed_kwargs, "build_kernel")
+    refuse_unknown(unknown, "build_kernel", hints=LEAPFROG_HINT)
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
-    if int(num_steps) < 1 or int(lookahead) < 1:
-        raise ValueError("num_steps and lookahead must be at least 1")
-    num_steps, lookahead = int(num_steps), int(lookahead)
+    if int(num_leapfrog) < 1 or int(lookahead) < 1:
+        raise ValueError("num_leapfrog and lookahead must be at least 1")
+    num_steps, lookahead = int(num_leapfrog), int(lookahead)
     uniform = resolve_uniform(uniform, lookahead)
 
     def kernel(rng_key, state, logdensity_fn, step_size, refresh=0.5, inverse_mass=None):

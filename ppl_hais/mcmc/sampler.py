@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._renamed import refuse_unknown, renamed
+from .._names import LEAPFROG_HINT, refuse_unknown
 from ..precision import float64, in_thread
 from ..progress import close_bar, open_bar, run_interruptibly
 from . import fast_random
@@ -221,7 +221,7 @@ def sample(
     thinning: int = 1,
     chain_method: str = "vectorized",
     progress_bar: bool = True,
-    **renamed_kwargs,
+    **unknown,
 ) -> MCMCResult:
     """Warmup and sampling for several chains in one compiled call.
 
@@ -237,8 +237,7 @@ def sample(
         ``refresh="auto"`` the momentum refresh; its draws are discarded.
     step_size : float or "auto"
         Initial step size (``"auto"``, or None: found by doubling/halving).
-    num_leapfrog, lookahead, flips, uniform : see :func:`build_kernel`. (``num_steps=`` and
-        ``adapt_mass=`` are the old names, accepted for one release.)
+    num_leapfrog, lookahead, flips, uniform : see :func:`build_kernel`.
     refresh : float or "auto"
         Fraction of momentum power replaced per unit simulated time (seed 001: ½).
         ``"auto"``: MEADS's damping rule from the spread of the chains in warmup (with 4 or
@@ -257,11 +256,7 @@ def sample(
     MCMCResult
     """
 
-    num_leapfrog = renamed(renamed_kwargs, "num_steps", "num_leapfrog", num_leapfrog)
-    adapt_mass_matrix = renamed(
-        renamed_kwargs, "adapt_mass", "adapt_mass_matrix", adapt_mass_matrix
-    )
-    refuse_unknown(renamed_kwargs, "sample")
+    refuse_unknown(unknown, "sample", hints=LEAPFROG_HINT)
     step_size = None if isinstance(step_size, str) and step_size == "auto" else step_size
     rng_key = fast_random.check_key(rng_key)
     if flips not in FLIPS:
