@@ -6,7 +6,7 @@ Models (exact answers): 36-D complete POE with Laplace experts and with Student-
 (λ from 1 to 3, a Cauchy expert included), and the 36-D linear generative model with Gaussian
 prior (σ = 0.1; mean over 4 data points, one run per datum). 200 particles. Kernels: HAIS
 (ε = 0.2, half the momentum power refreshed per unit time), one leapfrog step with the momentum
-resampled every step (ε = 0.2), Gaussian random-walk Metropolis (σ = 0.1) — the seed's settings;
+resampled every step (ε = 0.2), Gaussian random-walk Metropolis (σ = 0.1) — the paper's settings;
 on the generative model, whose posterior is 10× narrower than the prior, every kernel's step size
 is tuned by the pilot instead. Writes docs/validation.md and docs/convergence.png.
 """
@@ -133,14 +133,14 @@ def main():
     ]
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6))
     lines = [
-        "# Validation: HAIS against the AIS baselines of seed 000 (Fig. 2–4)",
+        "# Validation: HAIS against the AIS baselines of [HAIS12] (Fig. 2–4)",
         "",
         f"Command: `python benchmarks/convergence.py --max-steps {args.max_steps} "
         f"--max-steps-generative {args.max_steps_generative} --seeds {args.seeds}`  ",
         f"Machine: {_machine.describe()}; {datetime.date.today().isoformat()}; "
         f"total wall time {(time.perf_counter() - start) / 60:.1f} min.",
         "",
-        "200 particles, linear schedule β = n/N (the seed's). Error = log Ẑ − exact log Z "
+        "200 particles, linear schedule β = n/N (the paper's). Error = log Ẑ − exact log Z "
         f"(RMS over {args.seeds} seeds); the generative model's is the mean over 4 data "
         "points of log p(x), one run per datum. The plot clips estimates more than 8 nats below "
         "the truth; the tables have every value.",

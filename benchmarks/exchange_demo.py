@@ -2,7 +2,7 @@
 
     python benchmarks/exchange_demo.py      # writes docs/exchange.md + two PNGs
 
-Part 1 (seed 003's warning, measured): π = N(0, I_d), E(x; θ) = θ‖x‖² − 1, so
+Part 1 ([Adams]'s warning, measured): π = N(0, I_d), E(x; θ) = θ‖x‖² − 1, so
 Z_d(θ) = E[σ(1 − θ S)] with S ~ χ²_d, computed by quadrature over the χ² density. Proposals per
 exact draw measured by `BoundedEnergy.sample_with_status` against 1/Z_d(θ), for d up to where
 the budget (10⁷ proposals for 100 draws) runs out.
@@ -102,7 +102,7 @@ def part1(lines, quick):
     fig.tight_layout()
     fig.savefig(os.path.join(DOCS, "exchange_dimension.png"), dpi=110)
     lines += [
-        "## Proposals per exact draw against dimension (seed 003's warning)",
+        "## Proposals per exact draw against dimension ([Adams]'s warning)",
         "",
         "Energy family E(x; θ) = θ‖x‖² − 1 under the envelope N(0, I_d). The acceptance rate "
         "of the rejection sampler is Z_d(θ) = E[σ(1 − θS)], S ~ χ²_d (quadrature); measured = "

@@ -3,7 +3,7 @@
     python benchmarks/hais_flips.py --seeds 8     # writes docs/hais_flips.md
 
 36-D product of experts (Laplace and Student-t, exact log Z), 200 particles, N temperatures,
-fixed ε = 0.2 (the seed's), half the momentum power refreshed per unit time. Reported per
+fixed ε = 0.2 (the paper's), half the momentum power refreshed per unit time. Reported per
 variant: mean error, spread of log Ẑ over seeds, gradients per particle (own and executed under
 vmap), and spread² × executed gradients (variance at equal cost; lower is better).
 """

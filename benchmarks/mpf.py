@@ -1,6 +1,6 @@
 """Minimum probability flow against maximum likelihood (Ising) and contrastive divergence (RBMs).
 
-Part 1 (seed 001 ch. 3's experiment, scaled to exact enumeration): 10- and 16-unit Ising
+Part 1 ([SD12] ch. 3's experiment, scaled to exact enumeration): 10- and 16-unit Ising
 models with couplings N(0, 0.5²) and fields N(0, 0.5²); exact draws of n = 300 … 30,000
 samples; fits by MPF (`ph.energy.fit_mpf`) and by exact maximum likelihood
 (`ph.energy.fit_ising_ml`, gradient by enumerating all 2^d states). Reported: the largest
@@ -10,7 +10,7 @@ Part 2: RBMs on scikit-learn's 8×8 digits binarized at 8/16 (1,500 training, 29
 images), fitted by CD-1, CD-10 and MPF (`ph.energy.fit_mpf_rbm`) with the same minibatches
 (100), learning rate (0.05) and start, and CD-1 with a 4× larger rate; test log-probability
 with log Z exact (H ≤ 20) or by AIS (`ph.energy.log_partition`, 100 particles × 14,500
-temperatures, seed 002's schedule, ± SE). Times are warm (a second call with the same
+temperatures, [SM08]'s schedule, ± SE). Times are warm (a second call with the same
 shapes), on this machine.
 
     python benchmarks/mpf.py --out docs/mpf.md

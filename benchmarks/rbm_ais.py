@@ -3,12 +3,12 @@
 Part 1: binary RBMs trained by CD-1 (``ph.energy.fit_cd``) on scikit-learn's 8×8 digits
 binarized at 8/16 (64 visible units; 1,500 training and 297 test images), hidden layers of 10
 to 500 units. For each: log Z by ``ph.energy.log_partition`` from the training data's base rate
-with seed 002's schedule (100 particles × 14,500 temperatures), its SE and Pareto k̂, the exact
+with [SM08]'s schedule (100 particles × 14,500 temperatures), its SE and Pareto k̂, the exact
 log Z by enumerating the hidden layer where H ≤ 20, the average test log-probability, and the
 fewest temperatures (of 100 … 14,500, same schedule shape, 3 seeds) whose estimates were all
 within 0.1 nat of the reference (the exact value, or the 14,500-temperature estimate).
 
-Part 2: seed 002's configuration on a 784 × 500 RBM with random weights (N(0, 0.01²)),
+Part 2: [SM08]'s configuration on a 784 × 500 RBM with random weights (N(0, 0.01²)),
 14,500 temperatures × 100 particles, timed warm against its limit in the same process: a scan
 of the two matrix products per temperature alone (particles × W and hidden × Wᵀ).
 
@@ -126,14 +126,14 @@ def main():
     rows, base_lp = part1([int(h) for h in args.hidden.split(",")], args.epochs)
     perf = part2()
     lines = [
-        "# RBM partition functions by AIS (seed 002's protocol)",
+        "# RBM partition functions by AIS ([SM08]'s protocol)",
         "",
         f"`python benchmarks/rbm_ais.py` · {_machine.describe()} · Python "
         f"{sys.version.split()[0]} · {time.strftime('%Y-%m-%d')}",
         "",
         "scikit-learn's 8×8 digits binarized at 8/16: 64 visible units, 1,500 training and 297 "
         f"test images. RBMs fitted by CD-1 ({args.epochs} epochs, minibatches of 100, learning "
-        "rate 0.05). AIS from the training data's base rate, seed 002's schedule, 100 "
+        "rate 0.05). AIS from the training data's base rate, [SM08]'s schedule, 100 "
         "particles × 14,500 temperatures. *steps for 0.1 nat*: the fewest temperatures of "
         "100 / 300 / 1,000 / 3,000 / 14,500 at which 3 seeds all landed within 0.1 nat of the "
         "exact log Z (H ≤ 20) or of the 14,500-temperature estimate.",

@@ -1,9 +1,9 @@
-"""Reduced momentum flips: seed 001 §6.1.3 reproduced, and ESS per gradient against peers.
+"""Reduced momentum flips: [SD12] §6.1.3 reproduced, and ESS per gradient against peers.
 
     python benchmarks/reduced_flips.py            # writes docs/reduced_flips.md + two PNGs
     python benchmarks/reduced_flips.py --quick    # smaller runs (a smoke test of the script)
 
-Part 1 (seed 001 Fig. 6.3): E = 100·log²‖x‖ in 2-D, ε = 0.1, one leapfrog step, half the
+Part 1 ([SD12] Fig. 6.3): E = 100·log²‖x‖ in 2-D, ε = 0.1, one leapfrog step, half the
 momentum power refreshed per unit time, 100,000 steps; autocovariance against lag and flip
 rates for standard vs reduced flips (and look-ahead K = 2).
 
@@ -192,7 +192,7 @@ def part1(quick, lines):
         ax.plot(c, label=label)
     ax.set_xlabel("lag (sampling steps)")
     ax.set_ylabel("autocovariance / variance")
-    ax.set_title("E = 100 log²‖x‖, ε = 0.1, n = 1 (seed 001 Fig. 6.3)")
+    ax.set_title("E = 100 log²‖x‖, ε = 0.1, n = 1 ([SD12] Fig. 6.3)")
     ax.axhline(0, color="k", lw=0.5)
     ax.legend()
     fig.tight_layout()
@@ -217,7 +217,7 @@ def part2(quick, seeds, lines, skip=(), draws=2000):
         ("ours: reduced, K=1", dict(flips="reduced")),
         ("ours: reduced, K=2", dict(flips="reduced", lookahead=2)),
         ("ours: standard, K=1", dict(flips="standard")),
-        ("ours: seed 001 (reduced, fresh u, refresh ½)",
+        ("ours: [SD12] (reduced, fresh u, refresh ½)",
          dict(flips="reduced", uniform="fresh", refresh=0.5)),
     ]  # fmt: skip
     lines += [
@@ -229,7 +229,7 @@ def part2(quick, seeds, lines, skip=(), draws=2000):
         "transitions, so the batch runs its busiest chain's gradients; NUTS: the max over "
         "chains of each draw's leapfrog steps). `own` = a chain's own gradients. Ours: "
         "persistent uniform (Neal 2020) with K=1, `refresh='auto'` (MEADS's damping from the "
-        "population of chains), dual averaging to 0.9, diagonal mass; the seed 001 row keeps "
+        "population of chains), dual averaging to 0.9, diagonal mass; the [SD12] row keeps "
         "its fresh uniform and refresh ½. GHMC: BlackJAX's `meads_adaptation` (cross-chain). "
         "NUTS: NumPyro defaults (diagonal mass, target 0.8).",
         "",

@@ -168,7 +168,7 @@ def report(data):
         "# Iterative refinement of the approximate posterior",
         "",
         f"`python benchmarks/refinement.py --seeds {data['seeds']}` on {data['machine']}, "
-        f"{data['date']}. Hjelm et al. 2016 (the seed's adaptive importance refinement, AIR); "
+        f"{data['date']}. Hjelm et al. 2016 (the paper's adaptive importance refinement, AIR); "
         "`ph.refine`, `ph.sbn`, `generative_log_likelihood(initial='refined')`, "
         "`phn.refine_guide`.",
         "",
@@ -258,12 +258,12 @@ def summary(data):
     return [
         f"- **Training, equal draws per update** (16 hidden units): AIR(5) {air5 - rws:+.3f} and "
         f"AIR(20) {air20 - rws:+.3f} nats of exact test log likelihood over RWS with 10 draws: "
-        "the seed's ordering (AIR at least as good as RWS) holds. **At equal cost it does "
+        "the paper's ordering (AIR at least as good as RWS) holds. **At equal cost it does "
         "not**: RWS with 60 draws (AIR(5) evaluates the joint 70 times per datum) is "
         f"{rws60 - air5:+.3f} over "
         f"AIR(5) and {rws60 - air20:+.3f} over AIR(20), in less time; with 64 hidden units "
         f"RWS is {big_rws - big_air:+.3f} over AIR(5). The unweighted ('vanilla') AIR of the "
-        f"seed is {vanilla - rws:+.3f} against RWS here (the seed preferred it on MNIST).",
+        f"paper is {vanilla - rws:+.3f} against RWS here ([AIR16] preferred it on MNIST).",
         "- **Refinement at test time (RWS+)** on this small network adds nothing measurable: "
         "the recognition network trained by RWS is already near the factorized optimum "
         f"(ESS {p3['recognition network']['ess'][0]:.2f} before and "

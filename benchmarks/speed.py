@@ -6,7 +6,7 @@ plus the random numbers a step needs.
 All run inside a jitted lax.scan of the same length on the same (P, D) batch, warm (compile
 excluded), alternating rounds; the median of the rounds is reported. The limit of a step is
 one vmap(value_and_grad) plus the step's draws (D normals and one uniform per particle, by the
-same generator and per-step keys the annealer uses). Also times the seed's headline
+same generator and per-step keys the annealer uses). Also times the paper's headline
 configuration (36-D POE, N = 100,000 temperatures, 200 particles) against 10⁵ limits.
 """
 
@@ -156,7 +156,7 @@ def main():
             )
             print(rows[-1], flush=True)
 
-    # the seed's headline configuration: 36-D POE (Laplace), N = 100,000, 200 particles
+    # the paper's headline configuration: 36-D POE (Laplace), N = 100,000, 200 particles
     case = ex.product_of_experts("laplace", dim=36)
     t0 = time.perf_counter()
     r = ph.hais(

@@ -31,7 +31,7 @@ def demo(args) -> int:
     case = ex.product_of_experts(args.expert, dim=args.dim)
     grid = [100, 300, 1000, 3000, 10_000]
     print(
-        f"HAIS demo: {args.dim}-D product of {args.expert} experts (seed 000 §3), "
+        f"HAIS demo: {args.dim}-D product of {args.expert} experts ([HAIS12] §3), "
         f"{args.particles} particles, exact log Z = {case.log_z:.4f}"
     )
     print(f"{'N':>7} {'log Z estimate':>20} {'error':>9} {'time (s)':>9}  failed checks")

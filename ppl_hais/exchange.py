@@ -1,16 +1,16 @@
-"""Exchange sampling for doubly-intractable posteriors with bounded partition functions (seed 003).
+"""Exchange sampling for doubly-intractable posteriors with bounded partition functions ([Adams]).
 
 The model p(x | θ) = π(x) σ(−E(x; θ)) / Z(θ), with σ the logistic function and π an envelope
 that is easy to sample: since 0 < σ(−E) < 1, rejection from π gives exact draws, and
 Z(θ) = E_π[σ(−E(x; θ))] ∈ (0, 1] is the acceptance rate. The exchange algorithm (Murray,
 Ghahramani & MacKay 2006) then samples θ from p(θ | x₁…x_N) without Z(θ): propose θ', draw N
-fantasy data w ~ p(· | θ'), and accept with (seed 003, "Baby and Toy")
+fantasy data w ~ p(· | θ'), and accept with ([Adams], "Baby and Toy")
 
     a = q(θ ← θ') p(θ') / (q(θ' ← θ) p(θ))
         · Π_n σ(−E(x_n; θ')) σ(−E(w_n; θ)) / (σ(−E(x_n; θ)) σ(−E(w_n; θ'))),
 
 computed in log space with log σ(−E) = −softplus(E). Rejection sampling costs 1/Z(θ)
-proposals per draw, which grows exponentially with the dimension of x (seed 003): every sampler
+proposals per draw, which grows exponentially with the dimension of x ([Adams]): every sampler
 here has a proposal budget and fails with :class:`RejectionBudgetError` when it is spent.
 
 Example
@@ -91,7 +91,7 @@ def budget_message(accepted, needed, proposals):
         f"rejection sampling spent its budget of {proposals} proposals and produced only "
         f"{accepted} of {needed} exact draws (acceptance rate {rate:.3g} = Z(θ), so about "
         f"{1 / max(rate, 1e-300):.3g} proposals per draw). Rejection from the envelope is "
-        "exponentially inefficient as the dimension of x grows (seed 003): raise max_proposals, "
+        "exponentially inefficient as the dimension of x grows ([Adams]): raise max_proposals, "
         "choose an envelope closer to the model, or use the approximate (MCMC fantasy) mode."
     )
 

@@ -1,4 +1,4 @@
-"""Log likelihood of data under analysis and generative models (seed 000 §2.4, §2.5).
+"""Log likelihood of data under analysis and generative models ([HAIS12] §2.4, §2.5).
 
 Example
 -------
@@ -53,7 +53,7 @@ class LogLikelihoodEstimate(NamedTuple):
     ``mean`` = (1/N) Σ log p(x) over the N data points; ``se`` is its Monte Carlo standard
     error (from the annealing);
     ``data_se`` = std(log p(x)) / sqrt(N) is the spread over data points (how much the
-    average would change with other test data, as in seed 000 Table 1); ``per_datum`` holds
+    average would change with other test data, as in [HAIS12] Table 1); ``per_datum`` holds
     log p(x) for each datum, ``per_datum_se`` their Monte Carlo errors.
     """
 
@@ -67,7 +67,7 @@ class LogLikelihoodEstimate(NamedTuple):
 
 @float64
 def analysis_log_likelihood(rng_key, log_density: Callable, data, initial, **hais_kwargs):
-    """Average log likelihood of ``data`` under p(x) = exp(log_density(x)) / Z (seed 000 eq. 26).
+    """Average log likelihood of ``data`` under p(x) = exp(log_density(x)) / Z ([HAIS12] eq. 26).
 
     One HAIS run estimates log Z; then the mean of log p(x) over the N data points is
     mean(log_density(x)) − log Ẑ.
@@ -108,7 +108,7 @@ def generative_log_likelihood(
 ):
     """Log likelihood of each datum of a latent-variable model p(x) = ∫ p(x | a) p(a) da.
 
-    One HAIS run per datum over the latent ``a`` (seed 000 eq. 28–29), annealing from the prior
+    One HAIS run per datum over the latent ``a`` ([HAIS12] eq. 28–29), annealing from the prior
     p(a) (``prior``: a normalized initial distribution, e.g. :class:`Gaussian`) to
     p(a) p(x | a); the runs are batched with ``vmap``. With ``step_size="auto"`` each datum gets
     its own pilot run (vmapped too) whose step sizes and coordinate scales (the diagonal

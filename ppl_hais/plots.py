@@ -118,7 +118,7 @@ def plot_convergence(data, results_by_method=None, truth=None, ax=None, title=No
 
     ``plot_convergence(num_steps, results_by_method)``: one series per method;
     ``results_by_method`` maps a label to a list of AISResult (one per entry of ``num_steps``,
-    or several per entry as a list of lists: every run is drawn, as in seed 000 Fig. 2–3).
+    or several per entry as a list of lists: every run is drawn, as in [HAIS12] Fig. 2–3).
     A run whose trust checks failed (an ``EvidenceWarning``) is ringed in red, and one whose
     SE is infinite is marked "SE = ∞" instead of a bar: neither looks like an exact value.
     """

@@ -24,7 +24,7 @@ __all__ = [
 
 
 def linear_schedule(num_steps: int) -> np.ndarray:
-    """β_n = n / N, as in seed 000 §2.2."""
+    """β_n = n / N, as in [HAIS12] §2.2."""
     return np.linspace(0.0, 1.0, num_steps + 1)
 
 

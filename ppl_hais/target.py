@@ -1,6 +1,6 @@
 """What the annealing core anneals: an initial distribution, a target density, optional bounds.
 
-The intermediate densities follow the geometric path of seed 000 eq. 12,
+The intermediate densities follow the geometric path of [HAIS12] eq. 12,
 
     log π_β(z) = (1 − β) · log q(z) + β · log f(z) = log q(z) + β · [log f(z) − log q(z)],
 
@@ -249,7 +249,7 @@ class AnnealingTarget:
         ``z -> log L(z)``; the annealer estimates ``log ∫ q · L``, the evidence.
     bounds : (lower, upper), optional
         Box constraints on z (arrays or scalars, ``±inf`` for none). Leapfrog and random-walk
-        moves reflect off the walls (seed 000 §2.3, last paragraph). The densities must be
+        moves reflect off the walls ([HAIS12] §2.3, last paragraph). The densities must be
         zero outside the box, and the initial samples must lie inside it.
     log_z_initial : float
         Log normalizer of ``initial.log_density`` if it is not normalized (default 0).

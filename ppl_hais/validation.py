@@ -1,4 +1,4 @@
-"""Validation models with exactly known normalizers (seed 000 §3, §5.1).
+"""Validation models with exactly known normalizers ([HAIS12] §3, §5.1).
 
 Each builder returns a :class:`ValidationCase` (target, exact log Z, a description), drawn from
 a fixed ``seed`` so that tests, benchmarks and the demo all see the same model.
@@ -46,11 +46,11 @@ def _filters(dim, rng, condition=4.0):
 
 
 def product_of_experts(expert="laplace", dim=36, seed=0, lam=None, initial_scale=1.0):
-    """Complete (L = M) product of experts p(x) ∝ Π_l exp(−E(Φ_l·x; λ_l)), seed 000 model 3.
+    """Complete (L = M) product of experts p(x) ∝ Π_l exp(−E(Φ_l·x; λ_l)), [HAIS12] model 3.
 
     log Z = −log|det Φ| + Σ_l log z(λ_l), with z = 2/λ (Laplace, E = λ|u|) or
     z = √π Γ(λ − ½)/Γ(λ) (Student-t, E = λ log(1 + u²), λ > ½). The Student-t experts get λ
-    from 0.75 to 3 by default: those with λ ≤ 1 have an infinite mean, the hard case of the seed.
+    from 0.75 to 3 by default: those with λ ≤ 1 have an infinite mean, the hard case of [HAIS12].
     """
     rng = np.random.default_rng(seed)
     phi = _filters(dim, rng)
@@ -91,7 +91,7 @@ def product_of_experts(expert="laplace", dim=36, seed=0, lam=None, initial_scale
 def linear_generative(
     dim=36, latent_dim=None, sigma=0.1, prior="gaussian", seed=0, num_data=10, zero_bases=False
 ):
-    """Linear generative model p(x|a) = N(x; Φa, σ²I), seed 000 model 1.
+    """Linear generative model p(x|a) = N(x; Φa, σ²I), [HAIS12] model 1.
 
     Returns a dict with ``log_likelihood(a, x)``, ``prior`` (an initial distribution over a),
     ``data`` drawn from the model, and the exact ``log_p`` of each datum: N(0, ΦΦᵀ + σ²I) for

@@ -1,4 +1,4 @@
-"""ph.energy: RBM partition functions by AIS with Gibbs transitions (seed 002 §3) against
+"""ph.energy: RBM partition functions by AIS with Gibbs transitions ([SM08] §3) against
 enumeration. Tolerance |log Ẑ − log Z| < 4·SE of the estimate itself, fixed seeds."""
 
 import itertools
@@ -211,7 +211,7 @@ def test_mpf_recovers_couplings_like_exact_maximum_likelihood():
     (mpf_small, ml_small), (mpf_big, ml_big) = errors[300], errors[30_000]
     # both consistent: ~√100 = 10× smaller errors with 100× the data (3× leaves room for noise)
     assert mpf_big < mpf_small / 3 and ml_big < ml_small / 3, errors
-    # and MPF about as efficient as ML here (seed 001 ch. 3: close to ML on Ising models)
+    # and MPF about as efficient as ML here ([SD12] ch. 3: close to ML on Ising models)
     assert mpf_big < 2 * ml_big + 0.02, errors
     assert mpf_big < 0.1, errors
 

@@ -1,4 +1,4 @@
-"""HAIS and the AIS baselines against exact normalizers (seed 000 §3, §5.1; shared/cases).
+"""HAIS and the AIS baselines against exact normalizers ([HAIS12] §3, §5.1; shared/cases).
 
 Tolerance: |log Ẑ − log Z| < 4 · (reported SE). If the SE were exact and the estimator
 Gaussian and unbiased, each check would fail with probability 6e-5; AIS's downward bias at
@@ -62,7 +62,7 @@ def test_linear_generative_gaussian_prior_per_datum(key):
 
 
 def test_linear_generative_laplace_prior_zero_bases(key):
-    """The seed's sanity check: with Φ = 0, p(x) = N(x; 0, σ²I) whatever the prior."""
+    """The HAIS paper's sanity check: with Φ = 0, p(x) = N(x; 0, σ²I) whatever the prior."""
     m = ex.linear_generative(dim=36, sigma=0.1, prior="laplace", zero_bases=True, num_data=4)
     est = ph.generative_log_likelihood(
         key,

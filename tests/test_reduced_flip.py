@@ -20,7 +20,7 @@ from ppl_hais.mcmc.lookahead import flip_probability, leap_probabilities, lookah
 from ppl_hais.target import Potential
 
 
-def _ring(x):  # seed 001 §6.1.3
+def _ring(x):  # [SD12] §6.1.3
     return -100.0 * jnp.log(jnp.sqrt(jnp.sum(x**2))) ** 2
 
 
@@ -45,7 +45,7 @@ def _line(logdensity, x, v, eps, K, inverse_mass=None):
 
 @pytest.mark.parametrize("K", [1, 2, 4])
 def test_flip_identity_at_random_states(K):
-    """P_F(ζ) − P_F(Fζ) = R(ζ) − R(Fζ); for K = 1 that is seed 001 eq. 6.10."""
+    """P_F(ζ) − P_F(Fζ) = R(ζ) − R(Fζ); for K = 1 that is [SD12] eq. 6.10."""
     rng = np.random.default_rng(K)
     for _ in range(40):
         x = jnp.asarray(rng.normal(size=2) * 0.3 + np.array([1.0, 0.0]))

@@ -37,7 +37,7 @@ __all__ = ["BoundedEnergyDist", "Exchange", "ExchangeState"]
 
 
 class BoundedEnergyDist(dist.Distribution):
-    """p(x | θ) = π(x) / (Z(θ)(1 + exp E(x; θ))) with an intractable Z(θ) (seed 003).
+    """p(x | θ) = π(x) / (Z(θ)(1 + exp E(x; θ))) with an intractable Z(θ) ([Adams]).
 
     ``envelope`` π: the envelopes of :mod:`ppl_hais.exchange`, or any NumPyro distribution
     (its batch dimensions become event dimensions: one x is one draw of the whole envelope).

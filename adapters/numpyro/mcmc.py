@@ -66,7 +66,7 @@ def _refuse_discrete(model_trace):
 
 
 class ReducedFlipHMC(ModelKernel):
-    """HMC with persistent momentum and reduced momentum flips (seed 001 ch. 6; LAHMC).
+    """HMC with persistent momentum and reduced momentum flips ([SD12] ch. 6; LAHMC).
 
     Each transition partially refreshes the momentum, then leaps along one of up to
     ``lookahead`` trajectories of ``num_steps`` leapfrog steps; after a rejection the
@@ -87,12 +87,12 @@ class ReducedFlipHMC(ModelKernel):
     step_size : float
         Initial step size (adapted during warmup unless ``adapt_step_size=False``).
     num_steps : int
-        Leapfrog steps per trajectory (default 1, as in seed 001 §6.1.3).
+        Leapfrog steps per trajectory (default 1, as in [SD12] §6.1.3).
     refresh : float or "auto"
-        Fraction of the momentum power replaced per unit simulated time (seed 001: ½), or
+        Fraction of the momentum power replaced per unit simulated time ([SD12]: ½), or
         MEADS's damping rule adapted in warmup.
     lookahead : int
-        Trajectories tried before a flip is considered (1: seed 001 ch. 6).
+        Trajectories tried before a flip is considered (1: [SD12] ch. 6).
     flips : {"reduced", "standard"}
     uniform : {"persistent", "fresh"} or None
         As :func:`ppl_hais.mcmc.build_kernel` (None: persistent for ``lookahead=1``).

@@ -47,7 +47,7 @@ def sample_reduced_flip_hmc(
 
     Persistent-momentum HMC (``num_leapfrog`` leapfrog steps per transition, a fraction
     ``refresh`` of the momentum power replaced per unit time) whose rejections negate the
-    momentum only as often as invariance needs (seed 001 ch. 6; ``flips="standard"``
+    momentum only as often as invariance needs ([SD12] ch. 6; ``flips="standard"``
     negates it on every rejection), optionally trying ``lookahead`` trajectories first
     (LAHMC); with one trajectory the accept/reject uniform is Neal's persistent one
     (``uniform``, see :func:`ppl_hais.mcmc.build_kernel`). ``tune`` warmup iterations adapt

@@ -3,7 +3,7 @@ main run (:mod:`.execution`) and the result.
 
 Step size
 ---------
-``step_size`` is a number (fixed, the seed uses 0.2) or ``"auto"``. ``"auto"`` (and
+``step_size`` is a number (fixed; [HAIS12] uses 0.2) or ``"auto"``. ``"auto"`` (and
 ``schedule="adaptive"``) runs a short *pilot* anneal first (``num_pilot_particles`` particles
 over at most ``num_pilot_steps`` temperatures of the same schedule) whose step size follows the
 population's mean acceptance toward ``target_accept`` by a Robbins–Monro rule; the pilot's
@@ -11,7 +11,7 @@ particles are discarded and its step size, as a function of β, is frozen before
 starts. With ``adapt_mass_matrix`` (the default) the pilot also measures each coordinate's
 scale in its population, and the main run moves coordinate i by step size × scale_i(β): a
 diagonal mass matrix that follows the annealing from prior to posterior (the step size is then
-in units of that scale, so the seed's momentum refresh per unit time keeps its meaning at every
+in units of that scale, so the paper's momentum refresh per unit time keeps its meaning at every
 β). The main run's kernels are thus fixed in advance and independent of its own particles,
 so Ẑ stays exactly unbiased (an adaptation that used the main run's own particles would only
 be consistent as P → ∞).
@@ -318,13 +318,13 @@ def hais(
     discrete=None,
     **kwargs,
 ) -> AISResult:
-    """Hamiltonian annealed importance sampling (seed 000 §2.3): the log normalizer of a target.
+    """Hamiltonian annealed importance sampling ([HAIS12] §2.3): the log normalizer of a target.
 
     Runs :func:`ais` with :func:`~ppl_hais.annealing.kernels.hais_kernel`: one leapfrog step per
     temperature, momentum persistent across temperatures, negated on rejection and partially
     refreshed (``refresh`` = fraction of momentum power replaced per unit simulation time).
     ``flips="reduced"`` negates the momentum on rejection only as often as invariance needs
-    (seed 001 ch. 6) and ``lookahead=K`` tries K trajectories first (LAHMC); both spend extra
+    ([SD12] ch. 6) and ``lookahead=K`` tries K trajectories first (LAHMC); both spend extra
     gradients after rejections only (counted in ``settings``). ``discrete``: booleans, one per
     coordinate, True where the coordinate is an integer: those are moved by a Metropolis step
     after each HMC step instead (:func:`~ppl_hais.annealing.kernels.mixed_kernel`); the initial

@@ -1,4 +1,4 @@
-"""Transition kernels that leave a tempered density π_β invariant (seed 000 §2.3, §5.2).
+"""Transition kernels that leave a tempered density π_β invariant ([HAIS12] §2.3, §5.2).
 
 Each kernel is a pair of pure per-particle functions (the scan, :mod:`.scan`, ``vmap``s them):
 
@@ -105,18 +105,18 @@ def hais_kernel(
     lookahead: int = 1,
     flips: str = "standard",
 ) -> TransitionKernel:
-    """The HAIS transition of seed 000 §2.3 with persistent, partially refreshed momentum.
+    """The HAIS transition of [HAIS12] §2.3 with persistent, partially refreshed momentum.
 
     ``num_leapfrog`` velocity-Verlet steps of size ε on π_β, Metropolis accept/reject on
     H = −log π_β(z) + ½|v|², momentum negated on rejection, then the partial refresh
     ``v ← sqrt(1 − γ) v + sqrt(γ) r`` with γ = 1 − (1 − refresh)^(nε) for n leapfrog steps
     (``refresh`` is the fraction of momentum power replaced per unit simulation time; the
-    seed's is ½). The momentum carries over from one temperature to the next: that persistence
+    paper's is ½). The momentum carries over from one temperature to the next: that persistence
     is the method's point. ``refresh=1`` resamples the momentum every step (the second
-    baseline of seed 000 §5.2). The transition is :mod:`ppl_hais.mcmc.hmc`'s, shared with the
+    baseline of [HAIS12] §5.2). The transition is :mod:`ppl_hais.mcmc.hmc`'s, shared with the
     MCMC sampler.
 
-    ``flips="reduced"`` negates the momentum on rejection only with the probability of seed 001
+    ``flips="reduced"`` negates the momentum on rejection only with the probability of [SD12]
     eq. 6.11, and ``lookahead=K > 1`` tries up to K trajectories before that (LAHMC); see
     :mod:`ppl_hais.mcmc.lookahead`. Both cost extra gradients only after a rejection.
 
@@ -238,13 +238,13 @@ def mixed_kernel(
 
 
 def resampled_hmc_kernel(num_leapfrog: int = 1) -> TransitionKernel:
-    """AIS baseline of seed 000 §5.2: one leapfrog step, momentum resampled every step."""
+    """AIS baseline of [HAIS12] §5.2: one leapfrog step, momentum resampled every step."""
     return hais_kernel(refresh=1.0, num_leapfrog=num_leapfrog)
 
 
 @lru_cache(maxsize=1)
 def random_walk_kernel() -> TransitionKernel:
-    """AIS baseline of seed 000 §5.2: Gaussian random-walk Metropolis (σ = step size, 0.1).
+    """AIS baseline of [HAIS12] §5.2: Gaussian random-walk Metropolis (σ = step size, 0.1).
 
     Proposals leaving the box are reflected back (a symmetric proposal); no gradients.
     """

@@ -1,6 +1,6 @@
 """The annealing scan: one ``lax.scan`` over temperatures, particles ``vmap``ped, pure.
 
-For n = 1 … N (seed 000 §2.2–2.3):
+For n = 1 … N ([HAIS12] §2.2–2.3):
 
 1. ``log w += (β_n − β_{n−1}) · log_ratio(z)`` — the weight update before the move, read from
    the cached potential, so it costs nothing;

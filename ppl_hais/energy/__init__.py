@@ -1,11 +1,11 @@
 """Energy-based models with binary states: restricted Boltzmann machines and their partition
-functions by AIS with Gibbs transitions (Salakhutdinov & Murray 2008, seed 002 §3).
+functions by AIS with Gibbs transitions (Salakhutdinov & Murray 2008, [SM08] §3).
 
 A binary RBM with weights W (visible × hidden), visible bias b and hidden bias c has energy
 E(v, h) = −vᵀWh − bᵀv − cᵀh; summing the hidden units out gives the unnormalized marginal
 log p*(v) = bᵀv + Σ_j softplus(c_j + (vᵀW)_j) = −F(v), F the free energy.
 
-To anneal from RBM A to RBM B, seed 002 eq. 13–17 keeps both hidden layers: the intermediate
+To anneal from RBM A to RBM B, [SM08] eq. 13–17 keeps both hidden layers: the intermediate
 distribution at β has energy (1 − β)·E_A(v, h_A) + β·E_B(v, h_B), so both hidden layers sum out
 in closed form (eq. 12),
 

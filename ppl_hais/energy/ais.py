@@ -1,5 +1,5 @@
-"""log Z of RBMs and log Z_B − log Z_A by AIS with Gibbs transitions (seed 002 §3), and the
-DBN lower bound of seed 002 §4.
+"""log Z of RBMs and log Z_B − log Z_A by AIS with Gibbs transitions ([SM08] §3), and the
+DBN lower bound of [SM08] §4.
 
 Example
 -------
@@ -60,7 +60,7 @@ def _betas(schedule, num_steps):
 
 def _log_p(beta, va, vb, a, b):
     """log p*_β(v) for a batch, from va = b_Aᵀv, vb = b_Bᵀv and the hidden pre-activations
-    a = c_A + vᵀW_A, b = c_B + vᵀW_B (seed 002 eq. 12)."""
+    a = c_A + vᵀW_A, b = c_B + vᵀW_B ([SM08] eq. 12)."""
     return (
         (1 - beta) * va
         + jnp.sum(jax.nn.softplus((1 - beta) * a), axis=-1)
@@ -96,7 +96,7 @@ def _anneal(rng_key, model_a, model_b, v0, betas):
         va, vb = v @ model_a.visible_bias, v @ model_b.visible_bias
         lw = lw + _log_p(beta, va, vb, a, b)
         lw = lw - _log_p(beta_prev, va, vb, a, b)
-        # block Gibbs at beta: both hidden layers given v, then v given both (seed 002 eq. 15-17)
+        # block Gibbs at beta: both hidden layers given v, then v given both ([SM08] eq. 15-17)
         ha = _bernoulli(key, jax.nn.sigmoid((1 - beta) * a), 1)
         hb = _bernoulli(key, jax.nn.sigmoid(beta * b), 2)
         field = (1 - beta) * _add(ha @ model_a.weights.T, model_a.visible_bias) + beta * _add(
@@ -183,7 +183,7 @@ def log_partition_ratio(
     num_burn_in: int = 1000,
     num_bins: int = 100,
 ) -> AISResult:
-    """log Z_B − log Z_A by annealing from RBM A to RBM B (seed 002 §3.2).
+    """log Z_B − log Z_A by annealing from RBM A to RBM B ([SM08] §3.2).
 
     The particles start from p_A: exactly when A has no hidden units (a base-rate model),
     otherwise after ``num_burn_in`` block Gibbs sweeps of A from uniform random states (seed
@@ -218,10 +218,10 @@ def log_partition(
     schedule="seed_002",
     num_bins: int = 100,
 ) -> AISResult:
-    """log Z of an RBM by AIS from a base-rate model with Gibbs transitions (seed 002 §3.3).
+    """log Z of an RBM by AIS from a base-rate model with Gibbs transitions ([SM08] §3.3).
 
     ``base``: the initial model, an RBM without hidden units (default: visible biases 0, i.e.
-    uniform; :func:`base_rate` of the training data is seed 002's choice and anneals better).
+    uniform; :func:`base_rate` of the training data is [SM08]'s choice and anneals better).
     ``schedule``: ``"seed_002"`` (its 500 / 4,000 / 10,000 split of [0, ½, 0.9, 1], scaled
     to ``num_steps``), ``"linear"``, or an array of betas from 0 to 1. Returns an
     :class:`~ppl_hais.AISResult` (log Z, SE, ESS, Pareto k̂, checks; an EvidenceWarning when
@@ -270,7 +270,7 @@ def _run(rng_key, model_a, model_b, log_z_a, num_particles, num_steps, schedule,
 
 
 # ---------------------------------------------------------------------------------------------
-# deep belief nets: the variational lower bound of seed 002 §4
+# deep belief nets: the variational lower bound of [SM08] §4
 
 
 @float64
@@ -284,7 +284,7 @@ def dbn_lower_bound(rng_key, bottom: RBM, top: RBM, data, log_z_top, *, num_samp
         log p(v) ≥ E_Q[log p(v | h₁) + log p*_top(h₁)] + H(Q(h₁ | v)) − log Z_top,
 
     with ``log_z_top`` from :func:`log_partition`. Returns (the bound averaged over the data,
-    its Monte Carlo standard error); the error of ``log_z_top`` adds to it (seed 002's
+    its Monte Carlo standard error); the error of ``log_z_top`` adds to it ([SM08]'s
     Var(r̂_Bound) = Var(r̂_B) + Var(log Ẑ)).
     """
     rng_key = fast_random.check_key(rng_key)

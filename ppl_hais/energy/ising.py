@@ -1,5 +1,5 @@
 """Fully visible Boltzmann machines (Ising models): exact log Z by enumeration, log Z by AIS
-with Gibbs sweeps, and fitting by minimum probability flow (seed 001 ch. 2–3) or exact ML.
+with Gibbs sweeps, and fitting by minimum probability flow ([SD12] ch. 2–3) or exact ML.
 
 Example
 -------
@@ -160,12 +160,12 @@ def _ising_from_params(theta, d):
 @float64
 def fit_mpf(data, *, l2: float = 0.0, natural_gradient: bool = False) -> Ising:
     """Fit an Ising model (fully visible Boltzmann machine) by minimum probability flow
-    (Sohl-Dickstein et al.; seed 001 ch. 2–3) with single-bit-flip connectivity: minimize
+    (Sohl-Dickstein et al.; [SD12] ch. 2–3) with single-bit-flip connectivity: minimize
 
         K(J, h) = mean over data x of Σ_i exp(½ [log p*(x with bit i flipped) − log p*(x)]),
 
     which needs no partition function and no sampling (BFGS on K, one compile). ``l2`` adds
-    ``l2 · Σ J²``. ``natural_gradient=True`` runs BFGS in whitened coordinates (seed 001
+    ``l2 · Σ J²``. ``natural_gradient=True`` runs BFGS in whitened coordinates ([SD12]
     §4.2.7): θ scaled by the square root of the diagonal energy-approximation metric
     ⟨(∂ log p*/∂θ)²⟩ over the data (⟨x_i x_j⟩ for J_ij, ⟨x_i⟩ for h_i; over its mean, plus
     the RBM fitters' ridge 0.1), so BFGS's first steps are natural-gradient steps."""

@@ -246,7 +246,7 @@ def fit_cd(
 
 def mpf_objective(model: RBM, v):
     """Minimum probability flow's objective for an RBM with single-bit-flip connectivity
-    (seed 001 ch. 2–3): the mean over the rows of ``v`` of Σ_i exp(½ [log p*(v with bit i
+    ([SD12] ch. 2–3): the mean over the rows of ``v`` of Σ_i exp(½ [log p*(v with bit i
     flipped) − log p*(v)]), with log p* = −F the unnormalized visible marginal. Flipping bit i
     moves the hidden pre-activations by ±W_i, so all V flips of a batch cost one
     (batch, V, H) softplus; no partition function, no sampling."""
@@ -273,7 +273,7 @@ def fit_mpf_rbm(
     init_scale: float = 0.01,
     natural_gradient: bool = False,
 ) -> RBM:
-    """Fit a binary RBM by minimum probability flow (seed 001 ch. 2–3) with single-bit-flip
+    """Fit a binary RBM by minimum probability flow ([SD12] ch. 2–3) with single-bit-flip
     connectivity: minibatch gradient descent with momentum on :func:`mpf_objective` (plus
     ``weight_decay`` · ½ΣW²), gradients by autodiff. Same start and minibatches as
     :func:`fit_cd` (visible biases at the base rate, weights N(0, init_scale²)); one compiled

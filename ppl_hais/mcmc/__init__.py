@@ -6,7 +6,7 @@ module             one job
 =================  ===========================================================================
 ``fast_random``    counter-hash normals and uniforms for the inner loop
 ``integrators``    velocity-Verlet leapfrog with cached gradients; reflection off box walls
-``lookahead``      leap / flip / stay with reduced flips and look-ahead (seed 001 ch. 6)
+``lookahead``      leap / flip / stay with reduced flips and look-ahead ([SD12] ch. 6)
 ``hmc``            the transition: :func:`~.hmc.move` and :func:`~.hmc.partial_refresh`
 ``kernel``         BlackJAX-style ``init`` / ``build_kernel`` of reduced-flip HMC
 ``adaptation``     warmup: dual averaging of ε, diagonal mass in Stan's windows, MEADS damping

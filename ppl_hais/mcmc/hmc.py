@@ -47,7 +47,7 @@ def persistence(refresh, duration):
 def refresh_fraction(power_per_unit_time, step_size):
     """γ such that (1 − γ)^(1/ε) = 1 − power: the momentum power replaced per leapfrog step.
 
-    With the seed's "half the momentum power per unit simulation time", γ = 1 − 0.5^ε.
+    With the paper's "half the momentum power per unit simulation time", γ = 1 − 0.5^ε.
     """
     return 1.0 - persistence(power_per_unit_time, step_size)
 

@@ -1,7 +1,7 @@
 """Velocity-Verlet leapfrog with cached gradients and reflection off box walls.
 
 One leapfrog step costs one ``potential_and_grad`` at the new position: the gradient at the
-start is carried in the state (seed 000's position-Verlet form needs one more evaluation).
+start is carried in the state ([HAIS12]'s position-Verlet form needs one more evaluation).
 Shared by the HAIS kernel and the reduced-flip HMC kernel.
 
 Example

@@ -1,4 +1,4 @@
-"""HMC with reduced momentum flips (seed 001 ch. 6) and look-ahead (LAHMC), as an MCMC sampler.
+"""HMC with reduced momentum flips ([SD12] ch. 6) and look-ahead (LAHMC), as an MCMC sampler.
 
 Generalized HMC in the style of Horowitz (1991): every transition first refreshes part of the
 momentum, ``v ← sqrt(1 − γ) v + sqrt(γ) M^{1/2} r`` with γ = 1 − (1 − refresh)^(nε), then makes
@@ -166,9 +166,9 @@ def build_kernel(
     Parameters
     ----------
     num_leapfrog : int
-        Leapfrog steps n per trajectory (seed 001 §6.1.3 uses 1).
+        Leapfrog steps n per trajectory ([SD12] §6.1.3 uses 1).
     lookahead : int
-        K, the trajectories tried before a flip is considered (1: seed 001 ch. 6; >1: LAHMC).
+        K, the trajectories tried before a flip is considered (1: [SD12] ch. 6; >1: LAHMC).
     flips : {"reduced", "standard"}
         ``"reduced"``: flip with P_F = max(0, R(ζ) − R(Fζ)); ``"standard"``: flip on every
         rejection (ordinary persistent-momentum HMC, for comparison).

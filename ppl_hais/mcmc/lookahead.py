@@ -1,4 +1,4 @@
-"""The reject branch of HMC with reduced momentum flips and look-ahead (seed 001 ch. 6; LAHMC).
+"""The reject branch of HMC with reduced momentum flips and look-ahead ([SD12] ch. 6; LAHMC).
 
 A state ζ = (x, v) with joint density p(ζ) ∝ π(x)·exp(−½vᵀM⁻¹v); L is ``num_steps`` leapfrog
 steps, F negates the momentum. One uniform r decides among K + 2 outcomes:
@@ -12,10 +12,10 @@ steps, F negates the momentum. One uniform r decides among K + 2 outcomes:
 * otherwise flip the momentum with probability P_F(ζ), otherwise stay.
 
 Write R(ζ) = 1 − Σ_a π_a(ζ) for the probability of no move. The flows into and out of ζ balance
-(global, not detailed balance; seed 001 eq. 6.4–6.6) iff P_F(ζ) − P_F(Fζ) = R(ζ) − R(Fζ).
+(global, not detailed balance; [SD12] eq. 6.4–6.6) iff P_F(ζ) − P_F(Fζ) = R(ζ) − R(Fζ).
 ``flips="standard"`` takes P_F = R (every rejection flips: ordinary HMC when K = 1, LAHMC
 otherwise). ``flips="reduced"`` takes the smallest choice, P_F(ζ) = max(0, R(ζ) − R(Fζ)); for
-K = 1 that is seed 001 eq. 6.11, max(0, min(1, p(LFζ)/p(ζ)) − min(1, p(Lζ)/p(ζ))).
+K = 1 that is [SD12] eq. 6.11, max(0, min(1, p(LFζ)/p(ζ)) − min(1, p(Lζ)/p(ζ))).
 
 With C(ζ) = 1 − R(ζ) the flip test is r < C(Fζ) given r ≥ C(ζ), so the backward trajectories
 (from Fζ) are only integrated after every forward one was rejected, and can stop as soon as

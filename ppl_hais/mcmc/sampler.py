@@ -239,7 +239,7 @@ def sample(
         Initial step size (``"auto"``, or None: found by doubling/halving).
     num_leapfrog, lookahead, flips, uniform : see :func:`build_kernel`.
     refresh : float or "auto"
-        Fraction of momentum power replaced per unit simulated time (seed 001: ½).
+        Fraction of momentum power replaced per unit simulated time ([SD12]: ½).
         ``"auto"``: MEADS's damping rule from the spread of the chains in warmup (with 4 or
         more chains; with fewer, ½).
     thinning : int
