@@ -42,15 +42,16 @@ __all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "vi_targ
 
 NAMES = ("auto", "prior", "laplace", "vi", "student_t")
 VI_BELOW = 0.5  # "auto" fits VI starts when the best pilot ESS is below this fraction
-# A prior whose pilot reaches this fraction in ESS, its particles ending within its central 95% (the
-# posterior lies inside the prior), is kept over any fitted start, and no VI fit is made. A Gaussian
-# at the mode or a fit by reverse KL is mode-seeking: in a funnel's neck it holds less mass than the
-# posterior, so its pilot's ESS is *higher* than the prior's precisely because it does not see what
-# it misses. On a centered 10-D funnel with weak data (prior pilot ESS 41-52%) the fitted starts won
-# most pilots and 4 of 10 NumPyro runs (VI starts) and 5 of 10 PyMC runs (Laplace) were 0.10-0.16
-# nat low without a warning; from the prior, all right (benchmarks/trust_suite.py, "centered
-# funnel").
-PRIOR_WORKS = 0.25
+# A prior whose pilot reaches this fraction in ESS, its particles ending within its central 95%
+# (the posterior lies inside the prior), is kept over any fitted start, and no VI fit is made. A
+# Gaussian at the mode or a fit by reverse KL is mode-seeking: in a funnel's neck it holds less
+# mass than the posterior, so its pilot's ESS is *higher* than the prior's precisely because it
+# does not see what it misses. On a centered 10-D funnel with weak data (prior pilot ESS 41-52%)
+# the fitted starts won most pilots and 4 of 10 NumPyro runs (VI starts) and 5 of 10 PyMC runs
+# (Laplace) were 0.10-0.16 nat low without a warning; from the prior, all right. A quarter was
+# too low: a vague N(0, 100²) regression's prior pilot reached 3-25% and, kept at 25%, gave an
+# error bar 45x wider than Laplace's (benchmarks/trust_suite.py).
+PRIOR_WORKS = 1 / 3
 VI_FULL_RANK_UP_TO = 100  # coordinates; a diagonal Gaussian above
 STUDENT_T_DF = 3.0
 SCALE_INFLATION = 1.2  # as the Laplace start's: fits are narrower than the posterior
@@ -180,11 +181,11 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
     would make anyway) on each, and the one whose pilot weights have the larger importance ESS wins
     (the prior on ties). A vague prior over many data has a pilot ESS near 1 and the Laplace start
     near the pilot's size; a hierarchical model whose mode is at the edge (a funnel) fails the fit
-    or anneals worse from it and keeps the prior. A prior whose pilot reaches a quarter of its
+    or anneals worse from it and keeps the prior. A prior whose pilot reaches a third of its
     particles in ESS (``PRIOR_WORKS``), with fewer than 10% of them ending outside its central 95%,
     is kept whatever the fits reach: its path keeps all of the prior's mass, which a mode-seeking
     fit can miss without its ESS showing it (a funnel's neck). When neither reaches half the pilot's
-    particles and the prior not a quarter, the natural-gradient VI fits (a Gaussian, a Student-t)
+    particles and the prior not a third, the natural-gradient VI fits (a Gaussian, a Student-t)
     are piloted too (not when the Laplace fit found several modes: a one-mode fit would anneal
     within one of them). ``"vi"`` and ``"student_t"`` use those fits alone (falling back to
     ``"auto"`` with a warning when the fit fails).

@@ -436,7 +436,7 @@ def test_pilot_tunes_the_kernel_the_main_run_uses(monkeypatch):
 def test_a_prior_that_works_is_kept_over_fitted_starts():
     """A centered funnel with weak data, as users write hierarchical models first: fitted starts
     (Laplace, VI) win the pilot's ESS because they do not see the neck they miss, and were
-    silently 0.10-0.16 nat low on 9 of 20 seeds; the prior, whose pilot reaches a quarter of its
+    silently 0.10-0.16 nat low on 9 of 20 seeds; the prior, whose pilot reaches a third of its
     particles in ESS, keeps the neck. The auto choice keeps it and fits no VI start."""
     numpyro = pytest.importorskip("numpyro")
     dist = numpyro.distributions
