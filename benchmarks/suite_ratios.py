@@ -58,7 +58,10 @@ def main():
     for m in models:
         cells = []
         for a in METHODS:
-            right, runs, grads, mean, sd = rows.get((m, a), (0, 0, float("nan"), 0, 0))
+            if (m, a) not in rows:
+                cells.append("not run")
+                continue
+            right, runs, grads, mean, sd = rows[m, a]
             cells.append(f"{right}/{runs} right, {mean:+.2f} ({sd:.2f}), {grads:.2f} M")
         ours, peer = rows[m, "numpyro"], rows.get((m, "blackjax-long"))
         if peer is None:  # a prior the BlackJAX runner cannot draw from (it draws iid normals)
