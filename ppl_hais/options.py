@@ -21,12 +21,13 @@ import numbers
 import numpy as np
 
 from ._names import did_you_mean
+from .mcmc.lookahead import FLIPS
+from .schedules import _NAMED
+from .starts import NAMES as INITIALS
 
 __all__ = ["check"]
 
-INITIALS = ("auto", "prior", "laplace", "vi", "student_t")
-SCHEDULES = ("adaptive", "geometric", "linear", "sigmoid", "survey")
-FLIPS = ("reduced", "standard")
+SCHEDULES = ("adaptive", *sorted(_NAMED))  # "adaptive" is measured on the pilot, not named
 
 
 def _integer(name, value, least):
