@@ -36,7 +36,7 @@ import numpy as np
 
 from . import mcmc
 from .envelopes import BernoulliEnvelope, GaussianEnvelope, UniformEnvelope
-from .progress import QUIET_CALLBACK_ERRORS, close_bar, maybe_tick, open_bar
+from .progress import QUIET_CALLBACK_ERRORS, close_bar, open_run, pace
 
 __all__ = [
     "BernoulliEnvelope",
@@ -331,14 +331,12 @@ def sample(
         return log_prior(th[0] if theta0.shape[0] == 1 else th)
 
     total = num_warmup + num_samples
-    every = max(total // 100, 1)
-
     @jax.jit
     def run(key, run_id):
         def step(carry, i):
-            if progress_bar:
-                maybe_tick(run_id, i, every)
-            theta, log_scale, bad = carry
+            theta, log_scale, bad, due = carry
+            if progress_bar:  # ticks paced by time
+                due = pace(run_id, i, due)
             theta, info = exchange_step(
                 jax.random.fold_in(key, i), theta, lp, data, model_at, jnp.exp(log_scale),
                 max_proposals=max_proposals, approximate_sweeps=approximate_sweeps,
@@ -346,17 +344,19 @@ def sample(
             log_scale = jnp.where(
                 i < num_warmup, adapt_log_scale(log_scale, info.acceptance_rate, i), log_scale
             )
-            return (theta, log_scale, bad | info.budget_exhausted), (theta, info)
+            return (theta, log_scale, bad | info.budget_exhausted, due), (theta, info)
 
-        carry = (theta0, jnp.log(jnp.asarray(scale, theta0.dtype)), jnp.zeros((), bool))
+        carry = (
+            theta0, jnp.log(jnp.asarray(scale, theta0.dtype)), jnp.zeros((), bool),
+            jnp.zeros((), jnp.int32),
+        )  # fmt: skip
         return jax.lax.scan(step, carry, jnp.arange(num_warmup + num_samples))
 
-    run_id = open_bar(total, desc) if progress_bar else 0
+    run_id = open_run(total, desc, bar=progress_bar)
     try:
-        (theta, log_scale, bad), (thetas, info) = run(key, run_id)
+        (theta, log_scale, bad, _), (thetas, info) = run(key, run_id)
     finally:
-        if progress_bar:
-            close_bar(run_id)
+        close_bar(run_id)
     info = jax.tree.map(lambda a: np.asarray(a[num_warmup:]), info)
     if bool(bad):
         raise RejectionBudgetError(

@@ -1,6 +1,11 @@
 """Progress bars driven from inside compiled scans (one host callback per tick), and the stop
 request that Ctrl-C raises through the same callback.
 
+Long loops call the host at a pace measured in seconds, not iterations (:func:`pace`): each
+call times the loop since the previous one and says at which iteration to call next, about
+``TICK_SECONDS`` later. A loaded machine makes iterations slower, not the ticks rarer, so Ctrl-C
+stops a run within about a quarter of a second plus one iteration (one bin of the anneal).
+
 A compiled scan cannot be cancelled from outside, but its per-bin callback runs on the host:
 :func:`run_interruptibly` dispatches the compiled calls from worker threads, so the main
 thread stays in Python and receives Ctrl-C at once; it then sets a stop flag, each running
@@ -21,18 +26,24 @@ import contextvars
 import itertools
 import logging
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
-    "open_bar", "close_bar", "tick", "maybe_tick", "run_interruptibly", "Interrupted", "shown",
-    "showing",
+    "open_bar", "close_bar", "tick", "pace", "paced_tick", "open_run",
+    "run_interruptibly", "Interrupted", "shown", "showing", "TICK_SECONDS",
 ]  # fmt: skip
 
+TICK_SECONDS = 0.25  # the host hears from a paced loop about this often
+GROWTH = 64  # a paced interval grows at most this much from one tick to the next
+
 _BARS: dict[int, object] = {}
+_CLOCKS: dict[int, list] = {}  # run id -> [time, position, interval] at its last tick
 _RUN_IDS = itertools.count(1)
 _STOP = threading.Event()
 
@@ -116,16 +127,54 @@ def open_bar(total, desc):
     return run_id
 
 
+def open_run(total=None, desc=None, *, bar=False):
+    """A run id for a paced loop (:func:`pace`): with a progress bar of ``total`` steps when
+    ``bar``, else a clock of its own (every concurrent loop needs its own id to be paced)."""
+    return open_bar(total, desc) if bar else next(_RUN_IDS)
+
+
 def close_bar(run_id):
+    _CLOCKS.pop(int(run_id), None)
     bar = _BARS.pop(run_id, None)
     if bar is not None:
         bar.close()
 
 
-def maybe_tick(run_id, i, every):
-    """Inside a scan: tick at iterations that are multiples of ``every`` (``i`` unbatched)."""
-    jax.lax.cond(
-        i % every == 0,
-        lambda: jax.debug.callback(tick, run_id, i, ordered=False),
-        lambda: None,
+def paced_tick(run_id, position, shown):
+    """The host side of :func:`pace`: tick bar ``run_id`` to ``shown``, raise
+    :class:`Interrupted` after Ctrl-C, and return the position at which to call next. The first
+    call only starts the clock (it may come after compiling) and asks again at the next
+    position; later calls scale the last interval to ``TICK_SECONDS`` of measured time (growing
+    at most ``GROWTH``-fold per call, shrinking at once when the machine slows down)."""
+    tick(run_id, shown)
+    run_id, position = int(np.max(run_id)), int(np.max(position))
+    now = time.perf_counter()
+    clock = _CLOCKS.get(run_id)
+    if clock is None or position <= clock[1]:  # a new loop on this id starts its clock again
+        interval = 1
+    else:
+        then, before, last = clock
+        done = max(position - before, 1)
+        rate = done / max(now - then, 1e-6)  # positions per second
+        interval = int(min(max(rate * TICK_SECONDS, 1), GROWTH * last))
+    _CLOCKS[run_id] = [now, position, interval]
+    return np.int32(min(position + interval, np.iinfo(np.int32).max))
+
+
+def pace(run_id, position, due, shown=None):
+    """Inside a compiled loop: once ``position`` (an int32 counter that grows by at least one
+    per call) reaches ``due``, call the host (:func:`paced_tick`: the bar shows ``shown``,
+    default ``position``; Ctrl-C stops the loop there) and return the next ``due``; before
+    that, ``due`` unchanged. Start ``due`` at 0. Each concurrent loop needs its own
+    ``run_id`` (:func:`open_run`), closed by :func:`close_bar`."""
+    from jax.experimental import io_callback
+
+    shown = position if shown is None else shown
+    return jax.lax.cond(
+        position >= due,
+        lambda: io_callback(
+            paced_tick, jax.ShapeDtypeStruct((), np.int32), run_id, position, shown,
+            ordered=False,
+        ),  # fmt: skip
+        lambda: jnp.asarray(due, np.int32),
     )

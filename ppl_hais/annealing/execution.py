@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..precision import in_thread
-from ..progress import close_bar, open_bar, run_interruptibly
+from ..progress import close_bar, open_run, run_interruptibly
 from ..result import AnnealingError
 from ..structure import compile_once, merge, split
 from .scan import anneal
@@ -31,7 +31,8 @@ def compiled(structure, kernel, *, num_particles, adapt_target, record, adapt_sc
     """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
     target's arrays (a model's data, a Gaussian's mean) are arguments, so a new target of the
     same structure and shapes reuses the compiled code. The progress callback is always
-    compiled in (once per bin; run id 0 has no bar), so switching the bar does not recompile.
+    compiled in (paced by time, :func:`~ppl_hais.progress.pace`; a run id with or without a
+    bar), so switching the bar does not recompile.
     The number of temperatures is an argument too (the schedule comes :func:`padded`), so a new
     budget or schedule reuses it as well."""
 
@@ -222,13 +223,13 @@ def run(
     )
     if scale_ref is not None:
         scale_ref = _scale_args(scale_ref)
-    run_id = open_bar(num_steps, desc) if progress_bar else 0
+    # each group is paced on its own clock; only the first moves the progress bar
+    run_ids = [open_run(num_steps, desc, bar=progress_bar and g == 0) for g in range(groups)]
     args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step))
 
     def group(g):
-        # only the first group moves the progress bar (run id 0 has none)
         chunk = positions[g * size : (g + 1) * size]
-        out = fn(arrays, *args, run_id if g == 0 else 0, chunk, g * size, scale_ref)
+        out = fn(arrays, *args, run_ids[g], chunk, g * size, scale_ref)
         return jax.block_until_ready(out)
 
     try:
@@ -236,7 +237,7 @@ def run(
             [in_thread(lambda g=g: group(g)) for g in range(groups)]
         )  # fmt: skip
     finally:
-        if progress_bar:
+        for run_id in run_ids:
             close_bar(run_id)
     out = _finish(_merge(outs), num_steps, num_bins)
     out["particles_per_device"] = [num_particles]
@@ -329,7 +330,7 @@ def _run_sharded(
     put = lambda x: _global(x, replicated)  # noqa: E731
     if scale_ref is not None:
         scale_ref = tuple(put(a) for a in _scale_args(scale_ref))
-    run_id = open_bar(len(betas) - 1, desc) if progress_bar else 0
+    run_id = open_run(len(betas) - 1, desc, bar=progress_bar)
     schedule = [put(a) for a in _schedule_args(betas, ref_betas, ref_log_step)]
 
     def call():
@@ -342,8 +343,7 @@ def _run_sharded(
     try:
         (out,) = run_interruptibly([in_thread(call)])
     finally:
-        if progress_bar:
-            close_bar(run_id)
+        close_bar(run_id)
     # where the particles lived: rows per device (this process's devices)
     shards = [int(s.data.shape[0]) for s in out["particles"].addressable_shards]
     if any(not getattr(v, "is_fully_addressable", True) for v in out.values()):

@@ -31,15 +31,11 @@ import jax.numpy as jnp
 
 from .. import estimators
 from ..mcmc import fast_random
-from ..progress import tick
+from ..progress import pace
 from ..target import AnnealingTarget
 from .kernels import TransitionKernel
 
 ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
-# A host callback costs 0.05-0.4 ms (more when several groups' scans call at once): a bin
-# ticks the progress bar (and checks for Ctrl-C) only when it crosses a multiple of this many
-# temperatures, so short runs make a few callbacks instead of one per bin.
-TICK_STEPS = 500
 BIN_STEPS = 8  # temperatures per bin of the scan; the host merges bins into ``num_bins``
 
 
@@ -110,8 +106,10 @@ def anneal(
     pilot), an offset on log(step size) follows the population's mean acceptance; with
     ``record`` the per-step log(step size) and the spread (standard deviation over particles)
     of the log likelihood ratio are returned.
-    ``progress`` is a run id for the progress bar (0: none), reported at the end of a bin
-    once per ``TICK_STEPS`` temperatures; the same callback stops the scan after Ctrl-C.
+    ``progress`` is a run id (:func:`~ppl_hais.progress.open_run`, with or without a bar): the
+    end of a bin calls the host about every ``progress.TICK_SECONDS`` of measured time
+    (:func:`~ppl_hais.progress.pace`; a host callback costs 0.05–0.4 ms, so not every bin), and
+    the same callback stops the scan after Ctrl-C.
 
     The leapfrog (or random-walk) step along coordinate i is ``step_size · scale_i(β)``: a
     diagonal preconditioner, exactly HMC on z/scale with unit kinetic energy, so the persistent
@@ -206,7 +204,7 @@ def anneal(
     rec0 = (zeros(BIN_STEPS), zeros(BIN_STEPS)) if record else ()
 
     def bin_(loop):
-        b, carry, summaries, rec = loop
+        b, carry, summaries, rec, due = loop
         first = b * BIN_STEPS + 1
         n = first + jnp.arange(BIN_STEPS)
         sums = BinSums(zero, zero, jnp.zeros(scale_dim, dtype), zero)
@@ -223,13 +221,8 @@ def anneal(
         if record:
             rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
         if progress is not None:  # the progress bar, and where Ctrl-C stops the scan
-            last = first + count - 1
-            jax.lax.cond(
-                last // TICK_STEPS > (first - 1) // TICK_STEPS,
-                lambda: jax.debug.callback(tick, progress, last, ordered=False),
-                lambda: None,
-            )
-        return b + 1, carry, summaries, rec
+            due = pace(progress, first + count - 1, due)
+        return b + 1, carry, summaries, rec, due
 
     carry = Carry(
         states,
@@ -238,8 +231,10 @@ def anneal(
         jnp.zeros((), jnp.int32),
         jnp.zeros(3, dtype),
     )
-    loop = (jnp.zeros((), jnp.int32), carry, summaries0, rec0)
-    _, carry, summaries, rec = jax.lax.while_loop(lambda loop: loop[0] < num_bins_used, bin_, loop)
+    loop = (jnp.zeros((), jnp.int32), carry, summaries0, rec0, jnp.zeros((), jnp.int32))
+    _, carry, summaries, rec, _ = jax.lax.while_loop(
+        lambda loop: loop[0] < num_bins_used, bin_, loop
+    )
     states, log_w, _, nonfinite, grads = carry
     acc, eps, ess, log_z, bin_beta, bin_log_scale, bin_mean_beta, bin_count = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..progress import tick
+from ..progress import pace
 from ..target import Potential
 from . import fast_random, lookahead
 from .kernel import ReducedFlipState, _potential_fn, complete, prepare
@@ -86,7 +86,7 @@ def micro_step(lane, active, key, step_size, refresh, inverse_mass, *, logdensit
     return new, done, info
 
 
-def run_phase(lanes, extra, total, keys, params, settle, run_id, offset, every, **kw):
+def run_phase(lanes, extra, total, keys, params, settle, run_id, offset, **kw):
     """Step every chain until each has completed ``total`` transitions.
 
     ``params(extra, lanes) -> (step_size, refresh, inverse_mass)`` per chain; ``settle(extra,
@@ -94,20 +94,17 @@ def run_phase(lanes, extra, total, keys, params, settle, run_id, offset, every, 
     micro = jax.vmap(partial(micro_step, **kw))
 
     def body(c):
-        lanes, extra, it = c
+        lanes, extra, it, due = c
         active = lanes.count < total
         step_size, refresh, inverse_mass = params(extra, lanes)
         lanes, done, info = micro(lanes, active, keys, step_size, refresh, inverse_mass)
         extra = settle(extra, lanes, done, info)
-        # the progress tick (run id 0: no bar) is also where Ctrl-C stops the loop
-        jax.lax.cond(
-            it % every == 0,
-            lambda: jax.debug.callback(tick, run_id, offset + jnp.min(lanes.count),
-                                       ordered=False),  # fmt: skip
-            lambda: None,
-        )
-        return lanes, extra, it + 1
+        # the progress tick, paced by time, is also where Ctrl-C stops the loop
+        due = pace(run_id, it, due, shown=offset + jnp.min(lanes.count))
+        return lanes, extra, it + 1, due
 
-    return jax.lax.while_loop(
-        lambda c: jnp.any(c[0].count < total), body, (lanes, extra, jnp.zeros((), jnp.int32))
+    zero = jnp.zeros((), jnp.int32)
+    lanes, extra, steps, _ = jax.lax.while_loop(
+        lambda c: jnp.any(c[0].count < total), body, (lanes, extra, zero, zero)
     )
+    return lanes, extra, steps

@@ -29,7 +29,7 @@ import numpy as np
 
 from .._names import LEAPFROG_HINT, refuse_unknown
 from ..precision import float64, in_thread
-from ..progress import close_bar, open_bar, run_interruptibly
+from ..progress import close_bar, open_run, run_interruptibly
 from . import fast_random
 from .adaptation import (
     adaptation_init,
@@ -79,8 +79,6 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
     kw = dict(logdensity_fn=logdensity_fn, num_leapfrog=num_leapfrog,
               num_lookahead=num_lookahead, flips=flips, uniform=uniform)  # fmt: skip
     in_slow, ends = (jnp.asarray(a) for a in adaptation_schedule(num_warmup, adapt_mass_matrix))
-    every_warm = max(1, min(num_warmup // 50, 1000))
-    every_draw = max(1, min(num_samples * thinning // 50, 1000))
 
     def run(keys, x0, step_size, refresh, target_accept, run_id):
         chains, dim = x0.shape
@@ -130,7 +128,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
         if num_warmup > 0:
             lanes, (adapt, log_lam, _), warm_steps = run_phase(
                 lanes, (adapt, log_lam, jnp.zeros((), x0.dtype)), num_warmup, k_warm,
-                warm_params, warm_settle, run_id, 0, every_warm, **kw,
+                warm_params, warm_settle, run_id, 0, **kw,
             )  # fmt: skip
             warm_grads = lanes.grads
             eps = jnp.exp(adapt.log_step_size_avg)
@@ -180,7 +178,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
         if chain_method == "vectorized":
             _, draws, draw_steps = run_phase(
                 lanes, empty(chains), total, k_samp, draw_params, draw_settle, run_id,
-                num_warmup, every_draw, **kw,
+                num_warmup, **kw,
             )  # fmt: skip
             draw_steps = jnp.broadcast_to(draw_steps, (chains,))
         else:  # one chain at a time: each does only its own work
@@ -190,7 +188,7 @@ def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahea
                 one = jax.tree.map(lambda a: a[None], lane)
                 lane, draws, steps = run_phase(
                     one, empty(1), total, k[None], lambda *_: (e[None], r[None], m[None]),
-                    draw_settle, run_id, num_warmup, every_draw, **kw,
+                    draw_settle, run_id, num_warmup, **kw,
                 )  # fmt: skip
                 return jax.tree.map(lambda a: a[0], (lane, draws)), steps
 
@@ -302,7 +300,7 @@ def sample(
     keys = jax.random.split(rng_key, x0.shape[0])
     start = time.perf_counter()
     total = num_warmup + num_samples * thinning
-    run_id = open_bar(total, "reduced-flip HMC") if progress_bar else 0
+    run_id = open_run(total, "reduced-flip HMC", bar=progress_bar)
     args = (
         keys,
         x0,
@@ -316,8 +314,7 @@ def sample(
             [in_thread(lambda: jax.block_until_ready(fn(*args)))], "sampling"
         )  # fmt: skip
     finally:
-        if progress_bar:
-            close_bar(run_id)
+        close_bar(run_id)
     wall = time.perf_counter() - start
     xs, logp, info, eps, inv_mass, refresh_out, warm_grads, warm_exec, draw_exec = out
     stats = {name: np.asarray(v) for name, v in info._asdict().items()}
