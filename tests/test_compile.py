@@ -136,13 +136,16 @@ def test_persistent_cache_is_written_and_read(tmp_path):
     env = {"PPL_HAIS_CACHE_DIR": str(cache), "PPL_HAIS_COMPILATION_CACHE": "1"}
     first = _probe(env)
     assert f"DIR {cache}" in first.stdout
-    scans = lambda: {f for f in os.listdir(cache) if f.startswith("jit_run")}  # noqa: E731
+    entries = lambda: {f for f in os.listdir(cache) if f.endswith("-cache")}  # noqa: E731
+    scans = lambda: {f for f in entries() if f.startswith("jit_run")}  # noqa: E731
     stored = scans()
     assert len(stored) == 2, sorted(os.listdir(cache))  # the pilot and the main run, stored
+    everything = entries()
+    assert len(everything) > 5  # the small programs too (min_compile_time 0)
     _probe(env)
-    # the second process read them: no new scan (small programs near the cache's
-    # min_compile_time may still be written when a loaded machine compiles them slower)
+    # the second process read every program back: no new scan, and no new entry of any kind
     assert scans() == stored
+    assert entries() == everything
 
 
 def test_persistent_cache_switch_and_unwritable_dir(tmp_path):
