@@ -64,8 +64,10 @@ class PyMCTarget(SplitDensity):
             for n, dt in zip(self.names, self.dtypes, strict=True)
             if np.issubdtype(dt, np.integer)
         ]
-        self._logp = get_jaxified_graph(
-            inputs=self.value_vars, outputs=[model.varlogp, model.datalogp]
+        # through jit, so the graph is traced once per shape, not once per program using it
+        # (pilots, main run, Laplace fit, bias check)
+        self._logp = jax.jit(
+            get_jaxified_graph(inputs=self.value_vars, outputs=[model.varlogp, model.datalogp])
         )
         self._outputs = list(
             get_default_varnames(model.unobserved_value_vars, include_transformed=False)
