@@ -135,20 +135,22 @@ class BoundedEnergy:
                 "an envelope whose support covers the data."
             )
 
-    def sample(self, key, theta, num: int, *, max_proposals: int = 1_000_000, batch_size=None):
+    def sample(self, rng_key, theta, num: int, *, max_proposals: int = 1_000_000,
+               batch_size=None):  # fmt: skip
         """``num`` exact draws; returns ``(draws, proposals_used)``.
 
         Raises :class:`RejectionBudgetError` when ``max_proposals`` are spent first. Under
         ``jit`` use :meth:`sample_with_status` and check its status.
         """
         draws, used, filled = self.sample_with_status(
-            key, theta, num, max_proposals=max_proposals, batch_size=batch_size
+            rng_key, theta, num, max_proposals=max_proposals, batch_size=batch_size
         )
         if int(filled) < num:
             raise RejectionBudgetError(budget_message(int(filled), num, int(used)))
         return draws, used
 
-    def sample_with_status(self, key, theta, num: int, *, max_proposals=1_000_000, batch_size=None):
+    def sample_with_status(self, rng_key, theta, num: int, *, max_proposals=1_000_000,
+                           batch_size=None):  # fmt: skip
         """Jittable rejection sampler: ``(draws, proposals_used, number_filled)``.
 
         Proposals come in batches; the count stops at the proposal that completed the last
@@ -181,18 +183,18 @@ class BoundedEnergy:
             return key, out, filled, (used + used_here).astype(jnp.int32)
 
         _, out, filled, used = jax.lax.while_loop(
-            cond, body, (key, out0, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
+            cond, body, (rng_key, out0, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
         )
         return out, used, filled
 
-    def partition_function(self, key, theta, num: int = 100_000):
+    def partition_function(self, rng_key, theta, num: int = 100_000):
         """Monte Carlo Z(θ) = E_π[σ(−E)] (the rejection sampler's acceptance rate)."""
-        x = self.envelope.sample(key, (num,))
+        x = self.envelope.sample(rng_key, (num,))
         return jnp.mean(jnp.exp(self.log_factor(x, theta)))
 
 
 # ---------------------------------------------------------------------------- approximate mode
-def gibbs_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int):
+def gibbs_fantasy(rng_key, model: BoundedEnergy, theta, start, num_sweeps: int):
     """Approximate fantasy data for binary x: ``num_sweeps`` single-site Gibbs sweeps of
     p(x | θ) from ``start`` (N, D). Not exact: an exchange chain using it is approximate."""
     D = start.shape[-1]
@@ -204,13 +206,14 @@ def gibbs_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int):
         bit = jax.random.uniform(key, (x.shape[0],)) < jax.nn.sigmoid(logit)
         return x.at[:, d].set(bit.astype(x.dtype)), None
 
-    keys = jax.random.split(key, num_sweeps * D)
+    keys = jax.random.split(rng_key, num_sweeps * D)
     sites = jnp.tile(jnp.arange(D), num_sweeps)
     x, _ = jax.lax.scan(site, start, (keys, sites))
     return x
 
 
-def hmc_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int, num_leapfrog: int = 8):
+def hmc_fantasy(rng_key, model: BoundedEnergy, theta, start, num_sweeps: int,
+                num_leapfrog: int = 8):  # fmt: skip
     """Approximate fantasy data for continuous x: ``num_sweeps`` HMC transitions (full momentum
     refresh, ``num_leapfrog`` steps) of p(x | θ) per datum from ``start`` (N, D). The step size
     is a fixed fraction of the envelope's scale (Gaussian or uniform box). Not exact: an
@@ -240,7 +243,7 @@ def hmc_fantasy(key, model: BoundedEnergy, theta, start, num_sweeps: int, num_le
         state, _ = jax.lax.scan(sweep, state, jax.random.split(k_run, num_sweeps))
         return state.position
 
-    return jax.vmap(one)(jax.random.split(key, start.shape[0]), start)
+    return jax.vmap(one)(jax.random.split(rng_key, start.shape[0]), start)
 
 
 # ---------------------------------------------------------------------------- the transition
