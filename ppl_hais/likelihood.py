@@ -192,10 +192,10 @@ def generative_log_likelihood(
     out = jax.jit(jax.vmap(one))(keys, data, starts)
     extra = {} if refinement is None else {"refinement": refinement}
     return per_datum_estimate(
-        np.asarray(out["log_weights"]),
+        np.asarray(out.log_weights),
         remedy="more temperatures (num_steps), more particles, or initial='refined'",
-        acceptance=np.asarray(out["acceptance"]),
-        num_nonfinite=np.asarray(out["num_nonfinite"]),
+        acceptance=np.asarray(out.acceptance),
+        num_nonfinite=np.asarray(out.num_nonfinite),
         **extra,
     )
 

@@ -7,7 +7,7 @@ module        one job
 ``kernels``   per-particle ``(init, step)`` pairs: HAIS (the shared HMC transition of
               :mod:`ppl_hais.mcmc.hmc`), resampled-momentum HMC, random-walk Metropolis,
               HAIS with Metropolis moves of integer coordinates
-``scan``      :func:`~.scan.anneal`: the jitted two-level ``lax.scan`` over temperatures
+``scan``      :func:`~.scan.anneal`: bins of a ``lax.scan`` under a ``while_loop`` over temperatures
 ``pilot``     the discarded pilot anneal that tunes step size and scale as functions of β
 ``execution`` the compile cache, CPU particle groups, device sharding, merging outputs
 ``api``       :func:`ais`, :func:`hais`, :func:`bdmc`: validation, pilot, main run, result

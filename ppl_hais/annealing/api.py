@@ -195,12 +195,12 @@ def ais(
     reverse = None
     if bidirectional or reverse_from is not None:
         if reverse_from is None:
-            lw = np.asarray(out["log_weights"], dtype=float)
+            lw = np.asarray(out.log_weights, dtype=float)
             lw = np.where(np.isnan(lw), -np.inf, lw)
             w = np.exp(lw - np.max(lw))
             keep = max(num_particles // 4, 2)
             idx = np.searchsorted(np.cumsum(w / w.sum()), (0.5 + np.arange(keep)) / keep)
-            reverse_from = np.asarray(out["particles"])[np.minimum(idx, num_particles - 1)]
+            reverse_from = np.asarray(out.particles)[np.minimum(idx, num_particles - 1)]
         start_rev = jnp.asarray(np.atleast_2d(np.asarray(reverse_from, dtype=float)))
         if start_rev.shape[-1] != positions.shape[-1]:
             raise ValueError(
@@ -213,11 +213,11 @@ def ais(
         )  # fmt: skip
     wall = time.perf_counter() - start
     trace = AnnealingTrace(
-        beta=np.asarray(out["bin_beta"]),
-        acceptance_rate=np.asarray(out["acceptance"]),
-        step_size=np.asarray(out["step_size"]),
-        ess=np.asarray(out["ess"]),
-        log_z=np.asarray(out["log_z"]) + target.log_z_initial,
+        beta=np.asarray(out.bin_beta),
+        acceptance_rate=np.asarray(out.acceptance),
+        step_size=np.asarray(out.step_size),
+        ess=np.asarray(out.ess),
+        log_z=np.asarray(out.log_z) + target.log_z_initial,
     )
     settings = dict(
         kernel=kernel.name,
@@ -226,16 +226,16 @@ def ais(
         schedule=schedule if isinstance(schedule, str) else "user",
         step_size=step_size,
         target_accept=target_accept,
-        gradients_per_particle=float(out["gradients"][0]),
-        gradients_executed_per_particle=float(out["gradients"][1]),
+        gradients_per_particle=float(out.gradients[0]),
+        gradients_executed_per_particle=float(out.gradients[1]),
         pilot_gradients_per_particle=pilot_gradients,
         num_pilot_particles=num_pilot,
         num_devices=len(devices),
         # rows of the main run's particles on each device of this process, as XLA placed them
-        particles_per_device=list(out["particles_per_device"]),
+        particles_per_device=list(out.particles_per_device),
     )
     if kernel.name.endswith("+discrete"):
-        settings["discrete_acceptance"] = float(out["gradients"][2]) / max(len(betas) - 1, 1)
+        settings["discrete_acceptance"] = float(out.gradients[2]) / max(len(betas) - 1, 1)
     if reverse is not None:
         settings["num_reverse_particles"] = int(reverse["log_weights"].shape[0])
         settings["reverse_from"] = "exact draws" if bidirectional is False else "own particles"
@@ -245,16 +245,16 @@ def ais(
     for c in range(num_chains):
         part = slice(c * num_particles, (c + 1) * num_particles)
         result = AISResult.from_log_weights(
-            np.asarray(out["log_weights"])[part],
-            particles=np.asarray(out["particles"])[part],
-            final_log_ratio=np.asarray(out["log_ratio"])[part],
+            np.asarray(out.log_weights)[part],
+            particles=np.asarray(out.particles)[part],
+            final_log_ratio=np.asarray(out.log_ratio)[part],
             outside=diagnostics.outside_fraction(
-                np.asarray(out["start_log_initial"])[part], np.asarray(out["log_initial"])[part]
+                np.asarray(out.start_log_initial)[part], np.asarray(out.log_initial)[part]
             ),
             betas=betas,
             trace=trace,
             # the scan counts non-finite proposals over the population: each chain's share
-            num_nonfinite=int(out["num_nonfinite"]) // num_chains,
+            num_nonfinite=int(out.num_nonfinite) // num_chains,
             log_z_initial=target.log_z_initial,
             settings=dict(settings, chain=c) if num_chains > 1 else settings,
             wall_time=wall / num_chains,

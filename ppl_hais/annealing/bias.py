@@ -181,7 +181,7 @@ def reverse_anneal(
         jax.numpy.asarray(starts), num_bins=100, progress_bar=progress_bar,
         desc="reverse anneal", scale_ref=scale,
     )  # fmt: skip
-    rev = np.asarray(out["log_weights"], dtype=float)
+    rev = np.asarray(out.log_weights, dtype=float)
     rev = np.where(np.isnan(rev), -np.inf, rev)
     gradients += int(len(starts) * (len(betas) - 1) * kernel.gradients_per_step)
     if not np.any(np.isfinite(rev)):

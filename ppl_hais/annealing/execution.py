@@ -93,7 +93,7 @@ def initial_sampler(target, num):
 
 
 def _check_initial_density(out, num_particles):
-    bad = int(out["initial_nonfinite"])
+    bad = int(out.initial_nonfinite)
     if bad:
         raise AnnealingError(
             f"{bad} of {num_particles} draws from the initial distribution have a non-finite "
@@ -147,31 +147,33 @@ def num_groups(num_particles):
 
 
 def _merge(outs):
-    """One output dict from the outputs of particle groups (same betas, same step sizes)."""
+    """One output from the outputs of particle groups (same betas, same step sizes)."""
     if len(outs) == 1:
         return outs[0]
-    sizes = np.array([o["log_weights"].shape[0] for o in outs], dtype=float)
+    sizes = np.array([o.log_weights.shape[0] for o in outs], dtype=float)
     share = sizes / sizes.sum()
     # per-bin log Ẑ and ESS of the whole population from each group's: with a_g = log Σ w_g,
     # Σw = Σ_g e^{a_g} and Σw² = Σ_g e^{2 a_g} / ESS_g
-    log_sum = np.stack([np.asarray(o["log_z"]) for o in outs]) + np.log(sizes)[:, None]
-    ess = np.stack([np.asarray(o["ess"]) for o in outs])
+    log_sum = np.stack([np.asarray(o.log_z) for o in outs]) + np.log(sizes)[:, None]
+    ess = np.stack([np.asarray(o.ess) for o in outs])
     with np.errstate(divide="ignore", invalid="ignore"):
         log_sq = np.where(ess > 0, 2 * log_sum - np.log(ess), -np.inf)
         total = np.logaddexp.reduce(log_sum, axis=0)
         merged_ess = np.exp(2 * total - np.logaddexp.reduce(log_sq, axis=0))
-    grads = np.stack([np.asarray(o["gradients"]) for o in outs])
-    first = outs[0]
-    return dict(
-        first,
-        log_weights=np.concatenate([np.asarray(o["log_weights"]) for o in outs]),
-        particles=np.concatenate([np.asarray(o["particles"]) for o in outs]),
-        log_ratio=np.concatenate([np.asarray(o["log_ratio"]) for o in outs]),
-        log_initial=np.concatenate([np.asarray(o["log_initial"]) for o in outs]),
-        start_log_initial=np.concatenate([np.asarray(o["start_log_initial"]) for o in outs]),
-        initial_nonfinite=sum(int(o["initial_nonfinite"]) for o in outs),
-        num_nonfinite=sum(int(o["num_nonfinite"]) for o in outs),
-        acceptance=np.tensordot(share, np.stack([np.asarray(o["acceptance"]) for o in outs]), 1),
+    grads = np.stack([np.asarray(o.gradients) for o in outs])
+
+    def joined(field):
+        return np.concatenate([np.asarray(getattr(o, field)) for o in outs])
+
+    return outs[0]._replace(
+        log_weights=joined("log_weights"),
+        particles=joined("particles"),
+        log_ratio=joined("log_ratio"),
+        log_initial=joined("log_initial"),
+        start_log_initial=joined("start_log_initial"),
+        initial_nonfinite=sum(int(o.initial_nonfinite) for o in outs),
+        num_nonfinite=sum(int(o.num_nonfinite) for o in outs),
+        acceptance=np.tensordot(share, np.stack([np.asarray(o.acceptance) for o in outs]), 1),
         ess=np.where(np.isfinite(merged_ess), merged_ess, 0.0),
         log_z=total - np.log(sizes.sum()),
         gradients=np.array([share @ grads[:, 0], grads[:, 1].max(), share @ grads[:, 2]]),
@@ -239,8 +241,9 @@ def run(
     finally:
         for run_id in run_ids:
             close_bar(run_id)
-    out = _finish(_merge(outs), num_steps, num_bins)
-    out["particles_per_device"] = [num_particles]
+    out = _finish(_merge(outs), num_steps, num_bins)._replace(
+        particles_per_device=[num_particles]
+    )
     _check_initial_density(out, num_particles)
     return out
 
@@ -269,8 +272,8 @@ def _finish(out, num_steps, num_bins):
     """Host-side: the scan's bins of ``BIN_STEPS`` temperatures merged into ``num_bins`` near-
     equal groups (means weighted by temperatures; the ESS, log Ẑ and β at a group's end), the
     per-temperature records cut to N."""
-    out = {k: None if v is None else np.asarray(v) for k, v in out.items()}
-    count = out.pop("bin_count")
+    out = type(out)(*(None if v is None else np.asarray(v) for v in out))
+    count = out.bin_count
     used = int(np.sum(count > 0))
     groups = min(int(num_bins), used)
     edges = (np.arange(groups + 1) * used) // groups
@@ -283,15 +286,16 @@ def _finish(out, num_steps, num_bins):
         total = np.add.reduceat(weights, edges[:-1])
         return sums / total.reshape(-1, *[1] * (x.ndim - 1))
 
+    merged = {}
     for k in ("acceptance", "step_size", "scale_betas", "log_scale"):
-        if out.get(k) is not None:
-            out[k] = mean(out[k])
+        if getattr(out, k) is not None:
+            merged[k] = mean(getattr(out, k))
     for k in ("ess", "log_z", "bin_beta"):
-        out[k] = out[k][ends]
+        merged[k] = getattr(out, k)[ends]
     for k in ("log_steps", "log_ratio_sd"):
-        if out.get(k) is not None:
-            out[k] = out[k][:num_steps]
-    return out
+        if getattr(out, k) is not None:
+            merged[k] = getattr(out, k)[:num_steps]
+    return out._replace(bin_count=None, **merged)
 
 
 def _run_sharded(
@@ -345,14 +349,13 @@ def _run_sharded(
     finally:
         close_bar(run_id)
     # where the particles lived: rows per device (this process's devices)
-    shards = [int(s.data.shape[0]) for s in out["particles"].addressable_shards]
-    if any(not getattr(v, "is_fully_addressable", True) for v in out.values()):
+    shards = [int(s.data.shape[0]) for s in out.particles.addressable_shards]
+    if any(not getattr(v, "is_fully_addressable", True) for v in out):
         # several processes (jax.distributed): every process gets the whole population
         from jax.experimental import multihost_utils
 
         out = multihost_utils.process_allgather(out, tiled=True)
-    out = _finish(out, len(betas) - 1, num_bins)
-    out["particles_per_device"] = shards
+    out = _finish(out, len(betas) - 1, num_bins)._replace(particles_per_device=shards)
     _check_initial_density(out, num_particles)
     return out
 

@@ -104,22 +104,22 @@ def pilot_run(
         desc=desc,
         adapt_scale=adapt_scale,
     )
-    log_steps = np.asarray(out["log_steps"])[PILOT_WARMUP - 1 :]
-    sd = np.asarray(out["log_ratio_sd"])[PILOT_WARMUP - 1 :]
+    log_steps = np.asarray(out.log_steps)[PILOT_WARMUP - 1 :]
+    sd = np.asarray(out.log_ratio_sd)[PILOT_WARMUP - 1 :]
     if not np.all(np.isfinite(log_steps)):
         raise AnnealingError(
             "step-size adaptation diverged (non-finite step size) in the pilot run"
         )
     scale = None
     if adapt_scale:
-        scale = (np.asarray(out["scale_betas"]), np.asarray(out["log_scale"]))
+        scale = (np.asarray(out.scale_betas), np.asarray(out.log_scale))
     return Pilot(
         ref_betas,
         _smooth(log_steps, 11),
         _smooth(np.where(np.isfinite(sd), sd, 0.0), 11),
         scale,
-        np.asarray(out["log_weights"]),
-        diagnostics.outside_fraction(out["start_log_initial"], out["log_initial"]),
+        np.asarray(out.log_weights),
+        diagnostics.outside_fraction(out.start_log_initial, out.log_initial),
     )
 
 

@@ -18,7 +18,7 @@ Example
 ...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
 >>> out = anneal(jax.random.key(0), target, ph.hais_kernel(), jnp.linspace(0, 1, 101),
 ...              jnp.full(101, np.log(0.3)), num_particles=64)
->>> out["log_weights"].shape
+>>> out.log_weights.shape
 (64,)
 """
 
@@ -71,6 +71,31 @@ class Summaries(NamedTuple):
     bin_count: Any
 
 
+class AnnealOutput(NamedTuple):
+    """What :func:`anneal` returns (arrays; per-bin rows before
+    :func:`~ppl_hais.annealing.execution.run` merges them)."""
+
+    log_weights: Any  # (P,) final log weights
+    particles: Any  # (P, D) final positions
+    log_ratio: Any  # (P,) log likelihood ratio at the final positions
+    log_initial: Any  # (P,) initial log density at the final positions
+    start_log_initial: Any  # (P,) initial log density at the starting positions
+    initial_nonfinite: Any  # starting positions with a non-finite initial density
+    num_nonfinite: Any  # proposals with a non-finite density or gradient
+    acceptance: Any  # per bin: mean acceptance
+    step_size: Any  # per bin: mean step size
+    ess: Any  # per bin: ESS of the weights at the bin's end
+    log_z: Any  # per bin: log mean weight at the bin's end (without log Z_initial)
+    bin_beta: Any  # per bin: β at its last temperature
+    bin_count: Any  # per bin: temperatures in it (0: past β_N); None once merged
+    log_steps: Any  # with ``record``: per temperature log(step size), else None
+    log_ratio_sd: Any  # with ``record``: per temperature spread of the log ratio, else None
+    gradients: Any  # (3,) per particle: own (mean), executed (max), integer moves taken
+    scale_betas: Any  # with ``adapt_scale``: per bin mean β, else None
+    log_scale: Any  # with ``adapt_scale``: per bin log scale per coordinate, else None
+    particles_per_device: Any = None  # set by execution.run: rows per device
+
+
 def _finite_std(x):
     ok = jnp.isfinite(x)
     n = jnp.maximum(jnp.sum(ok), 1)
@@ -95,7 +120,7 @@ def anneal(
     scale_ref=None,
     adapt_scale=False,
 ):
-    """The pure annealing run (jit- and vmap-able); returns a dict of arrays.
+    """The pure annealing run (jit- and vmap-able); returns an :class:`AnnealOutput`.
 
     ``positions`` are the P initial particles (drawn from ``target.initial`` here if None).
     ``particle_offset`` is the index of the first particle in a larger population: particle i
@@ -238,7 +263,7 @@ def anneal(
     states, log_w, _, nonfinite, grads = carry
     acc, eps, ess, log_z, bin_beta, bin_log_scale, bin_mean_beta, bin_count = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)
-    return dict(
+    return AnnealOutput(
         log_weights=log_w,
         particles=states.position,
         log_ratio=states.potential.log_ratio,
