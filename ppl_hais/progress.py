@@ -129,8 +129,11 @@ def open_bar(total, desc):
 
 def open_run(total=None, desc=None, *, bar=False):
     """A run id for a paced loop (:func:`pace`): with a progress bar of ``total`` steps when
-    ``bar``, else a clock of its own (every concurrent loop needs its own id to be paced)."""
-    return open_bar(total, desc) if bar else next(_RUN_IDS)
+    ``bar``, else a clock of its own (every concurrent loop needs its own id to be paced). Its
+    clock starts now, at position 0."""
+    run_id = open_bar(total, desc) if bar else next(_RUN_IDS)
+    _CLOCKS[run_id] = [time.perf_counter(), 0, 0]
+    return run_id
 
 
 def close_bar(run_id):
@@ -142,21 +145,22 @@ def close_bar(run_id):
 
 def paced_tick(run_id, position, shown):
     """The host side of :func:`pace`: tick bar ``run_id`` to ``shown``, raise
-    :class:`Interrupted` after Ctrl-C, and return the position at which to call next. The first
-    call only starts the clock (it may come after compiling) and asks again at the next
-    position; later calls scale the last interval to ``TICK_SECONDS`` of measured time (growing
-    at most ``GROWTH``-fold per call, shrinking at once when the machine slows down)."""
+    :class:`Interrupted` after Ctrl-C, and return the position at which to call next: the rate
+    measured since the previous call (or since :func:`open_run`) times ``TICK_SECONDS``. The
+    first measurement may include compiling, which makes it short, never long; later ones grow
+    at most ``GROWTH``-fold per call and shrink at once when the machine slows down. A loop
+    whose position went back (a new loop on the same id) asks again at its next position."""
     tick(run_id, shown)
     run_id, position = int(np.max(run_id)), int(np.max(position))
     now = time.perf_counter()
     clock = _CLOCKS.get(run_id)
-    if clock is None or position <= clock[1]:  # a new loop on this id starts its clock again
+    if clock is None or position <= clock[1]:  # no clock, or a new loop: start it again
         interval = 1
     else:
         then, before, last = clock
-        done = max(position - before, 1)
-        rate = done / max(now - then, 1e-6)  # positions per second
-        interval = int(min(max(rate * TICK_SECONDS, 1), GROWTH * last))
+        rate = (position - before) / max(now - then, 1e-6)  # positions per second
+        most = GROWTH * last if last else np.inf
+        interval = int(min(max(rate * TICK_SECONDS, 1), most))
     _CLOCKS[run_id] = [now, position, interval]
     return np.int32(min(position + interval, np.iinfo(np.int32).max))
 
