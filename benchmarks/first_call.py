@@ -2,6 +2,7 @@
 compilation cache, and whether a new budget compiles anything (issue 33).
 
     python benchmarks/first_call.py [--out docs/first_call.md]
+    python benchmarks/first_call.py --before ../old-checkout [--out docs/first_call_before.md]
 
 Each cell is a fresh Python process (imports excluded from the times) that builds one model and
 calls, in order: the default call (the first call: tracing, compiling, running), the same call
@@ -113,10 +114,11 @@ CHILD = textwrap.dedent(
 )
 
 
-def child(adapter, model, env):
+def child(adapter, model, env, cwd=None):
     out = subprocess.run(
         [sys.executable, "-c", CHILD, adapter, model],
         env={**os.environ, **env},
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=1200,
@@ -131,7 +133,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="docs/first_call.md")
     p.add_argument("--models", nargs="*", default=MODELS)
+    p.add_argument("--before", default=None,
+                   help="a checkout of an earlier commit: compare its warm-cache first calls "
+                        "with this one's, alternating, instead of the full table")  # fmt: skip
     args = p.parse_args()
+    if args.before:
+        return compare(args)
     rows = []
     for model in args.models:
         for adapter in ("numpyro", "pymc"):
@@ -187,6 +194,61 @@ def main():
         "rest of the first call is running (pilots, Laplace fit, main run, checks) and Python.",
     ]
     with open(args.out, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def compare(args):
+    """Warm-cache first calls of an earlier checkout and of this one, side by side: each
+    version fills its own empty cache in one process, then a second process makes the timed
+    first call. The children run from a neutral directory with the version's root first on
+    ``PYTHONPATH`` (the earlier checkout needs ``ppl_hais/adapters`` linked to its
+    ``adapters/``, as an editable install maps it)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    versions = [("before", os.path.abspath(args.before)), ("after", here)]
+    commits = [
+        subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
+                       text=True).stdout.strip() or "?"
+        for _, root in versions
+    ]  # fmt: skip
+    lines = [
+        "# First calls before and after: the same machine, alternating",
+        "",
+        f"Command: `python benchmarks/first_call.py --before CHECKOUT` (before: {commits[0]}, "
+        f"after: {commits[1]} and the working tree)  ",
+        f"Machine: {_machine.describe()}; {datetime.date.today()}.",
+        "",
+        "The first call in a second process on a warm persistent cache (the one a user meets "
+        "every time after the first), seconds; its trace / lower / compile-or-read split from "
+        "JAX's log; the warm call after it.",
+        "",
+        "| model | adapter | version | first call | trace / lower / compile or read "
+        "| warm call | pm.sample_smc first |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    firsts = {}
+    with tempfile.TemporaryDirectory() as neutral:
+        for model in args.models:
+            for adapter in ("numpyro", "pymc"):
+                for label, root in versions:
+                    with tempfile.TemporaryDirectory() as cache:
+                        env = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache,
+                               "PYTHONPATH": root}  # fmt: skip
+                        child(adapter, model, env, cwd=neutral)  # fills the cache
+                        t = child(adapter, model, env, cwd=neutral)
+                    firsts[model, adapter, label] = t["first"]
+                    smc = f"{t['smc first']:.2f}" if "smc first" in t else ""
+                    lines.append(
+                        f"| {model} | {adapter} | {label} | {t['first']:.2f} "
+                        f"| {t['first trace']:.2f} / {t['first lower']:.2f} / "
+                        f"{t['first compile']:.2f} | {t['warm']:.2f} | {smc} |"
+                    )
+                    print(lines[-1], flush=True)
+    ratios = [firsts[m, a, "after"] / firsts[m, a, "before"] for m in args.models
+              for a in ("numpyro", "pymc")]  # fmt: skip
+    lines += ["", f"First call after / before: {min(ratios):.2f}–{max(ratios):.2f}."]
+    out = args.out if args.out != "docs/first_call.md" else "docs/first_call_before.md"
+    with open(out, "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
