@@ -34,9 +34,9 @@ def as_model(target):
     q = target.initial
 
     def log_lik(z):
-        return target.log_density(z) - q.log_density(z)
+        return target.log_density(z) - q.log_prob(z)
 
-    return Model(target.dim, q.log_density, log_lik, q.sample)
+    return Model(target.dim, q.log_prob, log_lik, q.sample)
 
 
 def banana(b=0.03, sd1=10.0):

@@ -126,7 +126,7 @@ class _Model:
         return self._f(z)
 
     def log_likelihood(self, z):
-        return self._f(z) - self.prior.log_density(z)
+        return self._f(z) - self.prior.log_prob(z)
 
 
 def fresh_elbo(dist, log_density, num=20_000):

@@ -61,7 +61,7 @@ def time_limit(target, num_particles, num_steps):
     def log_density(z):  # the target's, or prior × likelihood
         if target.log_density is not None:
             return target.log_density(z)
-        return target.initial.log_density(z) + target.log_likelihood(z)
+        return target.initial.log_prob(z) + target.log_likelihood(z)
 
     vg = jax.vmap(jax.value_and_grad(log_density))
 

@@ -26,6 +26,7 @@ from scipy import integrate, special, stats
 
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
+from ppl_hais.target import num_draws
 from ppl_hais.validation import product_of_experts
 
 
@@ -47,10 +48,10 @@ class Model:
     def prior(self):
         return self
 
-    def sample(self, key, n):
-        return self._sample(key, n)
+    def sample(self, rng_key, sample_shape=()):  # NumPyro's protocol over flat draws
+        return self._sample(rng_key, num_draws(sample_shape)).reshape((*sample_shape, self.dim))
 
-    def log_density(self, z):
+    def log_prob(self, z):
         return self._log_prior(z)
 
 

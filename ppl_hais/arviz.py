@@ -11,7 +11,7 @@ Example
 ...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
 >>> result = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
 ...                  progress_bar=False)
->>> draws = {"z": target.initial.sample(jax.random.key(1), 64)[None]}  # (chain, draw, 2)
+>>> draws = {"z": target.initial.sample(jax.random.key(1), (64,))[None]}  # (chain, draw, 2)
 >>> idata = ph.arviz.from_ais([result], draws)
 >>> sorted(ph.arviz.group_names(idata))[:2]
 ['posterior', 'sample_stats']

@@ -360,16 +360,16 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
             return both - np.log(2.0) + log_det
 
         eta_post = (post.reshape(-1, dim) - mean) @ np.linalg.inv(tril).T
-        eta_prop = np.asarray(std.sample(rng_key, n2))
+        eta_prop = np.asarray(std.sample(rng_key, (n2,)))
         log_q1, log_q2 = warped(eta_post), warped(eta_prop)
-        log_g1 = np.asarray(jax.vmap(std.log_density)(jnp.asarray(eta_post)))
-        log_g2 = np.asarray(jax.vmap(std.log_density)(jnp.asarray(eta_prop)))
+        log_g1 = np.asarray(jax.vmap(std.log_prob)(jnp.asarray(eta_post)))
+        log_g2 = np.asarray(jax.vmap(std.log_prob)(jnp.asarray(eta_prop)))
         evaluations = 2 * (n1 + n2)
     else:
-        prop = np.asarray(proposal.sample(rng_key, n2))
+        prop = np.asarray(proposal.sample(rng_key, (n2,)))
         log_q1, log_q2 = evaluate(post.reshape(-1, dim)), evaluate(prop)
-        log_g1 = np.asarray(jax.vmap(proposal.log_density)(jnp.asarray(post.reshape(-1, dim))))
-        log_g2 = np.asarray(jax.vmap(proposal.log_density)(jnp.asarray(prop)))
+        log_g1 = np.asarray(jax.vmap(proposal.log_prob)(jnp.asarray(post.reshape(-1, dim))))
+        log_g2 = np.asarray(jax.vmap(proposal.log_prob)(jnp.asarray(prop)))
         evaluations = n1 + n2
     if not np.all(np.isfinite(log_q1)):
         bad = int(np.sum(~np.isfinite(log_q1)))

@@ -33,7 +33,7 @@ class ModelDensity(Protocol):
     def log_joint(self, z): ...  # log prior (with Jacobians) + log likelihood
 
     @property
-    def prior(self) -> Any: ...  # sample(key, n) -> (n, dim), log_density(z); None if improper
+    def prior(self) -> Any: ...  # sample(rng_key, sample_shape), log_prob(z); None if improper
 
     # optional: ``discrete``, booleans per coordinate (True: integer-valued, moved by a
     # Metropolis step, kernels.mixed_kernel), or None

@@ -36,9 +36,9 @@ class GaussianEnvelope:
     mean: Any
     scale: Any = 1.0
 
-    def sample(self, key, sample_shape=()):
+    def sample(self, rng_key, sample_shape=()):
         mean = jnp.asarray(self.mean, jnp.result_type(float))
-        eps = jax.random.normal(key, tuple(sample_shape) + mean.shape, mean.dtype)
+        eps = jax.random.normal(rng_key, tuple(sample_shape) + mean.shape, mean.dtype)
         return _like(mean, eps) + eps * _like(self.scale, eps)
 
     def log_prob(self, x):
@@ -54,9 +54,9 @@ class UniformEnvelope:
     lower: Any
     upper: Any
 
-    def sample(self, key, sample_shape=()):
+    def sample(self, rng_key, sample_shape=()):
         lo = jnp.asarray(self.lower, jnp.result_type(float))
-        u = jax.random.uniform(key, tuple(sample_shape) + lo.shape, lo.dtype)
+        u = jax.random.uniform(rng_key, tuple(sample_shape) + lo.shape, lo.dtype)
         return _like(lo, u) + u * (_like(self.upper, u) - _like(lo, u))
 
     def log_prob(self, x):
@@ -72,10 +72,10 @@ class BernoulliEnvelope:
 
     probs: Any
 
-    def sample(self, key, sample_shape=()):
+    def sample(self, rng_key, sample_shape=()):
         p = jnp.asarray(self.probs, jnp.result_type(float))
         shape = tuple(sample_shape) + p.shape
-        return jax.random.bernoulli(key, jnp.broadcast_to(p, shape)).astype(p.dtype)
+        return jax.random.bernoulli(rng_key, jnp.broadcast_to(p, shape)).astype(p.dtype)
 
     def log_prob(self, x):
         p = _like(self.probs, x)

@@ -26,7 +26,7 @@ Example
 ...     def log_likelihood(self, z):
 ...         return -0.5 * jnp.sum((1.0 - z) ** 2) - 0.5 * jnp.log(2 * jnp.pi)
 ...     def log_joint(self, z):
-...         return self.prior.log_density(z) + self.log_likelihood(z)
+...         return self.prior.log_prob(z) + self.log_likelihood(z)
 >>> ev = evidence(jax.random.key(0), Model(), num_particles=128, num_steps=200,
 ...               progress_bar=False)
 >>> exact = -0.25 - 0.5 * jnp.log(4 * jnp.pi)

@@ -159,7 +159,7 @@ def generative_log_likelihood(
             target = AnnealingTarget(initial=prior, log_likelihood=partial(log_likelihood, x=x))
         else:
             q = jax.tree_util.tree_unflatten(_GAUSSIAN, list(start))
-            joint = lambda a: prior.log_density(a) + log_likelihood(a, x=x)  # noqa: E731
+            joint = lambda a: prior.log_prob(a) + log_likelihood(a, x=x)  # noqa: E731
             target = AnnealingTarget(initial=q, log_density=joint)
         key_pilot, key_main = jax.random.split(key)
         if isinstance(step_size, str):
@@ -174,8 +174,8 @@ def generative_log_likelihood(
                 record=True,
                 adapt_scale=True,
             )
-            ref_log_step = pilot["log_steps"][PILOT_WARMUP - 1 : len(pilot_betas) - 1]
-            scale_ref = (pilot["scale_betas"], pilot["log_scale"])
+            ref_log_step = pilot.log_steps[PILOT_WARMUP - 1 : len(pilot_betas) - 1]
+            scale_ref = (pilot.scale_betas, pilot.log_scale)
         else:
             ref_log_step, scale_ref = jnp.full(2, log_step0), None
         return anneal(
@@ -211,7 +211,7 @@ def _starts(rng_key, log_likelihood, prior, data, initial, num_refinements, num_
     elif isinstance(initial, str) and initial == "prior":
         return None, None
     elif isinstance(initial, str) and initial == "refined":
-        z = np.asarray(prior.sample(jax.random.fold_in(rng_key, 1), 4096))
+        z = np.asarray(prior.sample(jax.random.fold_in(rng_key, 1), (4096,)))
         if z.ndim != 2 or z.shape[1] == 0:
             raise ValueError(
                 "initial='refined' refines a start per datum over its latent variables: this "
@@ -225,7 +225,7 @@ def _starts(rng_key, log_likelihood, prior, data, initial, num_refinements, num_
             loc, scale = z.mean(0), z.std(0)
         n = data.shape[0]
         q = DiagonalNormal(jnp.tile(loc, (n, 1)), jnp.tile(scale, (n, 1)))
-        joint = lambda a, x: prior.log_density(a) + log_likelihood(a, x=x)  # noqa: E731
+        joint = lambda a, x: prior.log_prob(a) + log_likelihood(a, x=x)  # noqa: E731
         fit = refine(rng_key, joint, q, data, num_iterations=num_refinements,
                      num_samples=max(int(num_samples), 2), damping=0.3)  # fmt: skip
         return (fit.q.loc, fit.q.scale), fit

@@ -44,6 +44,7 @@ import numpy as np
 from .estimators import ess as _ess
 from .estimators import log_mean_exp
 from .precision import float64
+from .target import lift, sample_shape_of
 
 __all__ = ["Bernoulli", "DiagonalNormal", "Refinement", "RefinementError", "refine"]
 
@@ -64,11 +65,12 @@ class Bernoulli(NamedTuple):
     def dim(self) -> int:
         return int(self.probs.shape[-1])
 
-    def sample(self, rng_key, num: int):
-        u = jax.random.uniform(rng_key, (num, *self.probs.shape), dtype=self.probs.dtype)
+    def sample(self, rng_key, sample_shape=()):
+        shape = sample_shape_of(sample_shape) + self.probs.shape
+        u = jax.random.uniform(rng_key, shape, dtype=self.probs.dtype)
         return (u < jnp.broadcast_to(self.probs, u.shape)).astype(self.probs.dtype)
 
-    def log_density(self, h):
+    def log_prob(self, h):
         p = jnp.broadcast_to(self.probs, jnp.shape(h))
         return jnp.sum(h * jnp.log(p) + (1 - h) * jnp.log1p(-p), axis=-1)
 
@@ -89,11 +91,12 @@ class DiagonalNormal(NamedTuple):
     def dim(self) -> int:
         return int(self.loc.shape[-1])
 
-    def sample(self, rng_key, num: int):
-        eps = jax.random.normal(rng_key, (num, *self.loc.shape), dtype=self.loc.dtype)
-        return self.loc[None] + eps * self.scale[None]
+    def sample(self, rng_key, sample_shape=()):
+        shape = sample_shape_of(sample_shape) + self.loc.shape
+        eps = jax.random.normal(rng_key, shape, dtype=self.loc.dtype)
+        return lift(self.loc, eps.ndim) + eps * lift(self.scale, eps.ndim)
 
-    def log_density(self, z):
+    def log_prob(self, z):
         loc, scale = (jnp.broadcast_to(a, jnp.shape(z)) for a in (self.loc, self.scale))
         w = (z - loc) / scale
         return jnp.sum(-0.5 * w * w - jnp.log(scale) - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
@@ -123,8 +126,8 @@ class Refinement(NamedTuple):
 
 
 def _weigh(rng_key, log_joint, q, num_samples):
-    draws = q.sample(rng_key, num_samples)  # (M, N, D)
-    log_w = jax.vmap(log_joint)(draws) - q.log_density(draws)  # (M, N)
+    draws = q.sample(rng_key, (num_samples,))  # (M, N, D)
+    log_w = jax.vmap(log_joint)(draws) - q.log_prob(draws)  # (M, N)
     log_w = jnp.where(jnp.isnan(log_w), -jnp.inf, log_w)
     return draws, log_w, jnp.sum(jnp.isfinite(log_w), axis=0)
 

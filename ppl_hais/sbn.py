@@ -152,13 +152,13 @@ def _ais_one(key, net, x, probs, betas, num_particles):
     q = Bernoulli(probs)
     logit_q = jnp.log(probs) - jnp.log1p(-probs)
     k0, k1 = jax.random.split(key)
-    h = q.sample(k0, num_particles)
+    h = q.sample(k0, (num_particles,))
     a = _activations(net, h)
     prior_logit = jnp.asarray(net.hidden_bias)
 
     def log_ratio(h, a, sp):
         log_px = jnp.sum(jnp.broadcast_to(x, a.shape) * a - sp, axis=-1)
-        return _log_bernoulli(h, prior_logit) + log_px - q.log_density(h)
+        return _log_bernoulli(h, prior_logit) + log_px - q.log_prob(h)
 
     def step(carry, inputs):
         h, a, sp, log_w = carry
@@ -213,7 +213,7 @@ def _grads(net, rec, x, key, num_samples, refine_steps, damping, reweight):
     else:
         q = Bernoulli(q0.probs[0])
     h = q.sample(jax.random.fold_in(key, 1), num_samples)
-    log_w = log_joint(net, h, x) - q.log_density(h)
+    log_w = log_joint(net, h, x) - q.log_prob(h)
     # RWS and AIR+RW: self-normalized weights (Eq. 4); vanilla AIR: the refined q's draws as if
     # they were posterior draws (Eq. 2)
     uniform = jnp.full(num_samples, 1.0 / num_samples)
@@ -226,7 +226,7 @@ def _grads(net, rec, x, key, num_samples, refine_steps, damping, reweight):
                               + (1 - target) * jnp.log1p(-r.proposal(x[None, :]).probs[0]))
         )(rec)  # fmt: skip
     else:  # wake-phase q update: Σ W ∇ log q(h | x)
-        g_rec = jax.grad(lambda r: jnp.sum(weights * r.proposal(x[None, :]).log_density(h)))(rec)
+        g_rec = jax.grad(lambda r: jnp.sum(weights * r.proposal(x[None, :]).log_prob(h)))(rec)
     return g_net, g_rec._replace(center=jnp.zeros_like(rec.center)), log_w
 
 

@@ -106,7 +106,7 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
     def build():
         starts = np.zeros((1, model.dim))
         if model.prior is not None:
-            draws = model.prior.sample(jax.random.key(1), _LAPLACE_RESTARTS)
+            draws = model.prior.sample(jax.random.key(1), (_LAPLACE_RESTARTS,))
             starts = np.concatenate([starts, np.asarray(draws)])
         log_joint = _method(model, "log_joint")
         gaussian, gradients = laplace_fit(log_joint, starts)

@@ -25,6 +25,25 @@ import scipy.linalg
 __all__ = ["Gaussian", "GaussianMixture", "StudentT", "AnnealingTarget", "Potential"]
 
 
+def sample_shape_of(sample_shape) -> tuple:
+    """NumPyro's ``sample_shape`` as a tuple; an int ``n`` is accepted for ``(n,)``."""
+    if np.ndim(sample_shape) == 0:
+        return (int(sample_shape),)
+    return tuple(int(n) for n in sample_shape)
+
+
+def lift(a, ndim: int):
+    """``a`` with leading axes of size 1 up to ``ndim`` axes: explicit broadcasting against a
+    batch of draws (JAX's ``jax_numpy_rank_promotion="raise"`` refuses the implicit kind)."""
+    a = jnp.asarray(a)
+    return a.reshape((1,) * (ndim - a.ndim) + a.shape)
+
+
+def num_draws(sample_shape) -> int:
+    """How many draws a ``sample_shape`` asks for (for samplers that draw a flat batch)."""
+    return int(np.prod(sample_shape_of(sample_shape), dtype=int))
+
+
 class Potential(NamedTuple):
     """Cached densities at one position: the two terms of the geometric path and gradients."""
 
@@ -56,7 +75,7 @@ class Gaussian:
     --------
     >>> import jax, jax.numpy as jnp, ppl_hais as ph
     >>> q = ph.Gaussian(jnp.zeros(3), 2.0)
-    >>> q.sample(jax.random.key(0), 5).shape
+    >>> q.sample(jax.random.key(0), (5,)).shape
     (5, 3)
     """
 
@@ -94,23 +113,29 @@ class Gaussian:
     def dim(self) -> int:
         return int(self.mean.size)
 
-    def sample(self, rng_key, num: int):
-        eps = jax.random.normal(rng_key, (num, self.dim), dtype=jnp.result_type(float))
+    def sample(self, rng_key, sample_shape=()):
+        """Draws of shape ``sample_shape + (D,)`` (NumPyro's protocol; an int n means (n,))."""
+        shape = sample_shape_of(sample_shape) + (self.dim,)
+        eps = jax.random.normal(rng_key, shape, dtype=jnp.result_type(float))
+        mean = lift(self.mean, eps.ndim)
         if self.scale_tril is not None:
-            return self.mean[None, :] + eps @ self.scale_tril.T
-        return self.mean[None, :] + eps * self.scale[None, :]
+            return mean + eps @ self.scale_tril.T
+        return mean + eps * lift(self.scale, eps.ndim)
 
     def _whiten(self, z):
-        """(L⁻¹(z − mean), log |det L|): the standardized point and the scale's log volume."""
-        d = z - self.mean
+        """(L⁻¹(z − mean), log |det L|): the standardized points (batched over leading axes)
+        and the scale's log volume."""
+        z = jnp.asarray(z)
+        d = z - lift(self.mean, z.ndim)
         if self.scale_tril is not None:
             log_det = jnp.sum(jnp.log(jnp.abs(jnp.diagonal(self.scale_tril))))
-            return self._inv_tril @ d, log_det
-        return d / self.scale, jnp.sum(jnp.log(self.scale))
+            return d @ self._inv_tril.T, log_det
+        return d / lift(self.scale, z.ndim), jnp.sum(jnp.log(self.scale))
 
-    def log_density(self, z):
+    def log_prob(self, z):
+        """Normalized log density of z (..., D) over its last axis."""
         w, log_det = self._whiten(z)
-        return -0.5 * jnp.sum(w * w) - log_det - 0.5 * self.dim * math.log(2 * math.pi)
+        return -0.5 * jnp.sum(w * w, axis=-1) - log_det - 0.5 * self.dim * math.log(2 * math.pi)
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,7 +149,7 @@ class StudentT(Gaussian):
     --------
     >>> import jax, jax.numpy as jnp, ppl_hais as ph
     >>> q = ph.StudentT(jnp.zeros(3), 2.0, df=3.0)
-    >>> q.sample(jax.random.key(0), 5).shape
+    >>> q.sample(jax.random.key(0), (5,)).shape
     (5, 3)
     """
 
@@ -136,20 +161,22 @@ class StudentT(Gaussian):
             raise ValueError(f"StudentT needs df > 0, got {self.df!r}")
         object.__setattr__(self, "df", float(self.df))
 
-    def sample(self, rng_key, num: int):
+    def sample(self, rng_key, sample_shape=()):
+        shape = sample_shape_of(sample_shape)
         key_z, key_g = jax.random.split(rng_key)
         dtype = jnp.result_type(float)
-        z = super().sample(key_z, num) - self.mean[None, :]
-        chi2 = 2.0 * jax.random.gamma(key_g, 0.5 * self.df, (num, 1), dtype=dtype)
-        return self.mean[None, :] + z * jnp.sqrt(self.df / chi2)
+        mean = lift(self.mean, len(shape) + 1)
+        z = super().sample(key_z, shape) - mean
+        chi2 = 2.0 * jax.random.gamma(key_g, 0.5 * self.df, shape + (1,), dtype=dtype)
+        return mean + z * jnp.sqrt(self.df / chi2)
 
-    def log_density(self, z):
+    def log_prob(self, z):
         w, log_det = self._whiten(z)
         df, dim = self.df, self.dim
         gammaln = jax.scipy.special.gammaln
         return (
             gammaln(0.5 * (df + dim)) - gammaln(0.5 * df) - 0.5 * dim * jnp.log(df * math.pi)
-            - log_det - 0.5 * (df + dim) * jnp.log1p(jnp.sum(w * w) / df)
+            - log_det - 0.5 * (df + dim) * jnp.log1p(jnp.sum(w * w, axis=-1) / df)
         )  # fmt: skip
 
 
@@ -171,7 +198,7 @@ class GaussianMixture:
     --------
     >>> import jax, numpy as np, ppl_hais as ph
     >>> q = ph.GaussianMixture(np.array([[-3.0], [3.0]]), np.ones((2, 1, 1)), [0.3, 0.7])
-    >>> q.sample(jax.random.key(0), 4).shape
+    >>> q.sample(jax.random.key(0), (4,)).shape
     (4, 1)
     """
 
@@ -201,18 +228,22 @@ class GaussianMixture:
     def dim(self) -> int:
         return int(self.means.shape[1])
 
-    def sample(self, rng_key, num: int):
+    def sample(self, rng_key, sample_shape=()):
+        shape = sample_shape_of(sample_shape)
         key_k, key_z = jax.random.split(rng_key)
         dtype = jnp.result_type(float)
-        comp = jax.random.categorical(key_k, jnp.log(self.weights), shape=(num,))
-        eps = jax.random.normal(key_z, (num, self.dim), dtype=dtype)
-        return self.means[comp] + jnp.einsum("nij,nj->ni", self.scale_trils[comp], eps)
+        comp = jax.random.categorical(key_k, jnp.log(self.weights), shape=shape)
+        eps = jax.random.normal(key_z, shape + (self.dim,), dtype=dtype)
+        return self.means[comp] + jnp.einsum("...ij,...j->...i", self.scale_trils[comp], eps)
 
-    def log_density(self, z):
-        w = jnp.einsum("kij,kj->ki", self._inv_trils, z[None, :] - self.means)
+    def log_prob(self, z):
+        z = jnp.asarray(z)[..., None, :]
+        d = z - lift(self.means, z.ndim)  # (..., K, D)
+        w = jnp.einsum("kij,...kj->...ki", self._inv_trils, d)
         log_det = jnp.sum(jnp.log(jnp.abs(jnp.diagonal(self.scale_trils, axis1=1, axis2=2))), 1)
-        comp = -0.5 * jnp.sum(w * w, axis=1) - log_det - 0.5 * self.dim * math.log(2 * math.pi)
-        return jax.scipy.special.logsumexp(comp + jnp.log(self.weights))
+        comp = -0.5 * jnp.sum(w * w, axis=-1) - 0.5 * self.dim * math.log(2 * math.pi)
+        log_w = lift(jnp.log(self.weights), comp.ndim)
+        return jax.scipy.special.logsumexp(comp + log_w - lift(log_det, comp.ndim), axis=-1)
 
 
 def _as_bounds(bounds, dim):
@@ -243,8 +274,9 @@ class AnnealingTarget:
     log_density : callable, optional
         ``z -> log f(z)``; the annealer estimates ``log ∫ f``.
     initial : distribution
-        Has ``sample(rng_key, n) -> (n, D)`` and a *normalized* ``log_density(z)``;
-        e.g. :class:`Gaussian`.
+        NumPyro's protocol: ``sample(rng_key, sample_shape) -> sample_shape + (D,)`` and a
+        *normalized* ``log_prob(z)``; e.g. :class:`Gaussian`, or a NumPyro distribution with
+        event shape (D,) such as ``dist.MultivariateNormal``.
     log_likelihood : callable, optional
         ``z -> log L(z)``; the annealer estimates ``log ∫ q · L``, the evidence.
     bounds : (lower, upper), optional
@@ -252,7 +284,7 @@ class AnnealingTarget:
         moves reflect off the walls ([HAIS12] §2.3, last paragraph). The densities must be
         zero outside the box, and the initial samples must lie inside it.
     log_z_initial : float
-        Log normalizer of ``initial.log_density`` if it is not normalized (default 0).
+        Log normalizer of ``initial.log_prob`` if it is not normalized (default 0).
 
     Examples
     --------
@@ -276,16 +308,20 @@ class AnnealingTarget:
             raise ValueError("AnnealingTarget needs an initial distribution (e.g. ph.Gaussian)")
         if (self.log_density is None) == (self.log_likelihood is None):
             raise ValueError("give exactly one of log_density= or log_likelihood=")
-        for name in ("sample", "log_density"):
+        for name in ("sample", "log_prob"):
             if not callable(getattr(self.initial, name, None)):
-                raise TypeError(f"the initial distribution needs a `{name}` method")
+                raise TypeError(
+                    f"the initial distribution needs a `{name}` method (NumPyro's protocol: "
+                    "sample(rng_key, sample_shape) and a normalized log_prob(z))"
+                )
         object.__setattr__(self, "_bounds", _as_bounds(self.bounds, self.dim))
 
     @property
     def dim(self) -> int:
         dim = getattr(self.initial, "dim", None)
         if dim is None:
-            dim = int(self.initial.sample(jax.random.key(0), 1).shape[-1])
+            shape = getattr(self.initial, "event_shape", None)  # a NumPyro distribution
+            dim = shape[-1] if shape else self.initial.sample(jax.random.key(0), (1,)).shape[-1]
         return int(dim)
 
     @property
@@ -300,12 +336,12 @@ class AnnealingTarget:
 
     def potential(self, z) -> Potential:
         """Both path terms at z (no gradients)."""
-        li = self.initial.log_density(z)
+        li = self.initial.log_prob(z)
         return Potential(li, self._ratio(z, li))
 
     def potential_and_grad(self, z) -> Potential:
         """Both path terms at z with their gradients: one gradient of the model per call."""
-        li, gi = jax.value_and_grad(self.initial.log_density)(z)
+        li, gi = jax.value_and_grad(self.initial.log_prob)(z)
         if self.log_likelihood is not None:
             lr, gr = jax.value_and_grad(self.log_likelihood)(z)
         else:

@@ -191,15 +191,16 @@ class HalfNormal:
     def dim(self) -> int:
         return int(self.scale.size)
 
-    def sample(self, rng_key, num):
+    def sample(self, rng_key, sample_shape=()):
         import jax
 
-        return (
-            jnp.abs(jax.random.normal(rng_key, (num, self.dim), jnp.result_type(float)))
-            * self.scale[None, :]
-        )
+        from .target import lift, sample_shape_of
 
-    def log_density(self, z):
+        shape = sample_shape_of(sample_shape) + (self.dim,)
+        draws = jnp.abs(jax.random.normal(rng_key, shape, jnp.result_type(float)))
+        return draws * lift(self.scale, len(shape))
+
+    def log_prob(self, z):
         s = self.scale
         return jnp.sum(
             jnp.where(

@@ -30,7 +30,7 @@ class _TargetModel:
         self._f = log_density
 
     def log_likelihood(self, z):
-        return self._f(z) - self.prior.log_density(z)
+        return self._f(z) - self.prior.log_prob(z)
 
     def log_joint(self, z):
         return self._f(z)

@@ -137,7 +137,7 @@ class _Mixture(SplitDensity):
     def log_parts(self, z):
         a = -0.5 * jnp.sum(((z - 2.0) / self.sd) ** 2)
         b = -0.5 * jnp.sum(((z + 2.0) / self.sd) ** 2)
-        prior = self.prior.log_density(z)
+        prior = self.prior.log_prob(z)
         return prior, jnp.logaddexp(a, b) - prior
 
 

@@ -131,12 +131,12 @@ class _NormalPoissonPrior:
 
     dim = 2
 
-    def sample(self, key, num):
-        k1, k2 = jax.random.split(key)
-        n = jax.random.poisson(k2, 3.0, (num,)).astype(jnp.result_type(float))
-        return jnp.stack([jax.random.normal(k1, (num,)), n], axis=1)
+    def sample(self, rng_key, sample_shape=()):
+        k1, k2 = jax.random.split(rng_key)
+        n = jax.random.poisson(k2, 3.0, sample_shape).astype(jnp.result_type(float))
+        return jnp.stack([jax.random.normal(k1, sample_shape), n], axis=-1)
 
-    def log_density(self, z):
+    def log_prob(self, z):
         n = z[1]
         log_pmf = n * jnp.log(3.0) - 3.0 - jax.scipy.special.gammaln(n + 1.0)
         return -0.5 * z[0] ** 2 - 0.5 * jnp.log(2 * jnp.pi) + jnp.where(n >= 0, log_pmf, -jnp.inf)
@@ -174,10 +174,12 @@ def test_integer_moves_that_never_accept_are_reported():
     class Prior:
         dim = 2
 
-        def sample(self, key, num):
-            return jnp.stack([jax.random.normal(key, (num,)), jnp.zeros(num)], axis=1)
+        def sample(self, rng_key, sample_shape=()):
+            return jnp.stack(
+                [jax.random.normal(rng_key, sample_shape), jnp.zeros(sample_shape)], axis=-1
+            )
 
-        def log_density(self, z):
+        def log_prob(self, z):
             return (
                 -0.5 * z[0] ** 2 - 0.5 * jnp.log(2 * jnp.pi) + jnp.where(z[1] == 0, 0.0, -jnp.inf)
             )

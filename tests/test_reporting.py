@@ -103,7 +103,7 @@ def test_gaussian_full_covariance_density():
     q = ph.Gaussian(np.array([1.0, 0.0, -1.0]), scale_tril=L)
     z = np.array([0.3, -0.2, 0.5])
     exact = multivariate_normal(q.mean, L @ L.T).logpdf(z)
-    assert float(q.log_density(jnp.asarray(z))) == pytest.approx(exact, rel=1e-12)
+    assert float(q.log_prob(jnp.asarray(z))) == pytest.approx(exact, rel=1e-12)
 
 
 def test_plots(result):

@@ -35,16 +35,16 @@ class Regression:
         r = self.y - self.x @ z
         return -0.5 * jnp.sum(r * r) - 0.5 * self.y.size * math.log(2 * math.pi)
 
-    def log_density(self, z):  # the prior's
+    def log_prob(self, z):  # the prior's
         return jnp.sum(-0.5 * (z / self.sd) ** 2 - math.log(self.sd)) - 0.5 * self.dim * math.log(
             2 * math.pi
         )
 
     def log_joint(self, z):
-        return self.log_density(z) + self.log_likelihood(z)
+        return self.log_prob(z) + self.log_likelihood(z)
 
-    def sample(self, key, n):
-        return self.sd * jax.random.normal(key, (n, self.dim))
+    def sample(self, rng_key, sample_shape=()):
+        return self.sd * jax.random.normal(rng_key, (*sample_shape, self.dim))
 
     @property
     def prior(self):
@@ -358,7 +358,7 @@ def test_student_t_initial_density_and_draws_match_scipy(full):
         q, shape = ph.StudentT(mean, scale, df=3.0), np.diag(scale**2)
     ref = stats.multivariate_t(mean, shape, df=3.0)
     z = rng.normal(size=(5, 3)) * 3
-    got = np.array([float(q.log_density(jnp.asarray(x))) for x in z])
+    got = np.array([float(q.log_prob(jnp.asarray(x))) for x in z])
     np.testing.assert_allclose(got, ref.logpdf(z), rtol=1e-10)
     draws = np.asarray(q.sample(jax.random.key(0), 20_000))
     # the first coordinate is a scaled t with 3 degrees of freedom: a KS test at 1e-4
@@ -378,7 +378,7 @@ def test_gaussian_mixture_initial_density_and_draws():
         np.log(0.25) + stats.multivariate_normal(means[0], trils[0] @ trils[0].T).logpdf(z),
         np.log(0.75) + stats.multivariate_normal(means[1], trils[1] @ trils[1].T).logpdf(z),
     )
-    got = np.array([float(q.log_density(jnp.asarray(x))) for x in z])
+    got = np.array([float(q.log_prob(jnp.asarray(x))) for x in z])
     np.testing.assert_allclose(got, ref, rtol=1e-10)
     draws = np.asarray(q.sample(jax.random.key(0), 20_000))
     # the first coordinate's marginal is a two-component normal mixture: a KS test at 1e-4

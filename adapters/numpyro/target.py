@@ -35,6 +35,7 @@ from ppl_hais.density import SplitDensity
 from ppl_hais.mcmc.fast_random import check_key
 from ppl_hais.precision import float64
 from ppl_hais.structure import compile_once, merge
+from ppl_hais.target import num_draws, sample_shape_of
 
 from .model import (
     Structure,
@@ -243,10 +244,11 @@ class _PriorInitial:
         self.nt = nt
         self.dim = nt.dim
 
-    def sample(self, rng_key, num):
-        return self.nt.sample_prior(rng_key, num)
+    def sample(self, rng_key, sample_shape=()):
+        shape = sample_shape_of(sample_shape)
+        return self.nt.sample_prior(rng_key, num_draws(shape)).reshape(shape + (self.dim,))
 
-    def log_density(self, z):
+    def log_prob(self, z):
         return self.nt.log_prior(z)
 
 

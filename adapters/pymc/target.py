@@ -37,6 +37,7 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph import graph_inputs
 
 from ppl_hais.density import SplitDensity
+from ppl_hais.target import num_draws, sample_shape_of
 
 
 class PyMCTarget(SplitDensity):
@@ -182,11 +183,13 @@ class _HostPrior:
         self.target = target
         self.dim = target.dim
 
-    def sample(self, rng_key, num):
+    def sample(self, rng_key, sample_shape=()):
         seed = int(jax.random.randint(rng_key, (), 0, 2**31 - 1))
-        return jnp.asarray(self.target.sample_prior(num, seed))
+        shape = sample_shape_of(sample_shape)
+        draws = self.target.sample_prior(num_draws(shape), seed)
+        return jnp.asarray(draws).reshape(shape + (self.dim,))
 
-    def log_density(self, z):
+    def log_prob(self, z):
         return self.target.log_prior(z)
 
 

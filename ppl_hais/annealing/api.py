@@ -237,7 +237,7 @@ def ais(
     if kernel.name.endswith("+discrete"):
         settings["discrete_acceptance"] = float(out.gradients[2]) / max(len(betas) - 1, 1)
     if reverse is not None:
-        settings["num_reverse_particles"] = int(reverse["log_weights"].shape[0])
+        settings["num_reverse_particles"] = int(reverse.log_weights.shape[0])
         settings["reverse_from"] = "exact draws" if bidirectional is False else "own particles"
     if num_chains > 1:
         settings["num_chains"] = num_chains
@@ -258,7 +258,7 @@ def ais(
             log_z_initial=target.log_z_initial,
             settings=dict(settings, chain=c) if num_chains > 1 else settings,
             wall_time=wall / num_chains,
-            reverse_log_weights=None if reverse is None else np.asarray(reverse["log_weights"]),
+            reverse_log_weights=None if reverse is None else np.asarray(reverse.log_weights),
         )
         results.append(result)
     if bias_check and reverse is None and not kernel.name.endswith("+discrete"):
@@ -361,7 +361,7 @@ def _check_initial(target, rng_key):
     box = target.box
     if box is None:
         return
-    z = np.asarray(target.initial.sample(jax.random.fold_in(rng_key, 17), 64))
+    z = np.asarray(target.initial.sample(jax.random.fold_in(rng_key, 17), (64,)))
     if np.any(z < box[0]) or np.any(z > box[1]):
         raise ValueError(
             "the initial distribution puts samples outside the target's bounds; use an initial "

@@ -78,7 +78,7 @@ def padded(values, length=None):
 
 
 def _sample_initial(target, key, *, num):
-    return target.initial.sample(key, num)
+    return target.initial.sample(key, (num,))
 
 
 _sample_initial_jit = compile_once(_sample_initial)
@@ -88,7 +88,7 @@ def initial_sampler(target, num):
     """Initial draws, compiled once per (target structure, num); an initial distribution with
     ``jittable = False`` (e.g. one that samples through a PPL on the host) is called as is."""
     if not getattr(target.initial, "jittable", True):
-        return lambda key: jnp.asarray(target.initial.sample(key, num))
+        return lambda key: jnp.asarray(target.initial.sample(key, (num,)))
     return lambda key: _sample_initial_jit(target, key, num=int(num))
 
 

@@ -158,7 +158,7 @@ def anneal(
     key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
     dtype = jnp.result_type(float)
     if positions is None:
-        positions = target.initial.sample(key_sample, num_particles)
+        positions = target.initial.sample(key_sample, (num_particles,))
     positions = jnp.asarray(positions, dtype)
     betas, log_step = jnp.asarray(betas, dtype), jnp.asarray(log_step, dtype)
     init_keys = fast_random.split_particles(key_init, num_particles, particle_offset)
