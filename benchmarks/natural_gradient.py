@@ -132,7 +132,7 @@ class _Model:
 def fresh_elbo(dist, log_density, num=20_000):
     z = dist.sample(jax.random.key(99), num)
     with np.errstate(all="ignore"):
-        vals = np.asarray(jax.vmap(log_density)(z) - jax.vmap(dist.log_density)(z))
+        vals = np.asarray(jax.vmap(log_density)(z) - jax.vmap(dist.log_prob)(z))
     return float(np.mean(vals)) if np.all(np.isfinite(vals)) else float("-inf")
 
 

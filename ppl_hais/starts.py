@@ -159,11 +159,12 @@ def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
 def _user_target(model, initial):
     if not (
         callable(getattr(initial, "sample", None))
-        and callable(getattr(initial, "log_density", None))
+        and callable(getattr(initial, "log_prob", None))
     ):
         raise TypeError(
             "initial must be 'auto', 'prior', 'laplace', or a normalized distribution with "
-            f"sample(key, n) and log_density(z); got {type(initial).__name__}"
+            "NumPyro's sample(rng_key, sample_shape) and log_prob(z); got "
+            f"{type(initial).__name__}"
         )
     dim = getattr(initial, "dim", None)
     if dim is not None and dim != model.dim:

@@ -25,7 +25,9 @@ def test_multihost_example_on_two_local_processes():
     pooled estimate, which matches the exact log Z (a product of 1-D integrals)."""
     address = f"127.0.0.1:{_free_port()}"
     script = str(EXAMPLES / "multihost_evidence.py")
-    env = {**os.environ, "PPL_HAIS_COMPILATION_CACHE": "0"}
+    # one CPU device per process, whatever XLA_FLAGS another test left in this worker's env
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["PPL_HAIS_COMPILATION_CACHE"] = "0"
     procs = [
         subprocess.Popen(
             [sys.executable, script, "--coordinator", address, "--processes", "2", "--id",

@@ -86,7 +86,7 @@ def test_the_natural_gradient_takes_fewer_gradients_than_adam_to_a_fit_as_good()
 
     def fresh_elbo(dist):
         z = dist.sample(jax.random.key(7), 4000)
-        return float(jnp.mean(jax.vmap(log_joint)(z) - jax.vmap(dist.log_density)(z)))
+        return float(jnp.mean(jax.vmap(log_joint)(z) - jax.vmap(dist.log_prob)(z)))
 
     assert fresh_elbo(natural.distribution) > fresh_elbo(adam.distribution) - 0.01
     assert abs(fresh_elbo(natural.distribution) - log_z) < 0.01  # KL(q‖p) ≈ 0

@@ -21,7 +21,7 @@ Example
 >>> start = jax.vmap(lanes.lane, (0, None))(states, 1)
 >>> one = lambda extra, lanes_: (jnp.full(3, 0.5), jnp.full(3, 0.5), jnp.ones((3, 2)))
 >>> out, _, steps = lanes.run_phase(
-...     start, None, 10, jax.random.split(jax.random.key(1), 3), one, lambda e, *_: e, 0, 0, 5,
+...     start, None, 10, jax.random.split(jax.random.key(1), 3), one, lambda e, *_: e, 0, 0,
 ...     logdensity_fn=logdensity, num_leapfrog=1, num_lookahead=1, flips="reduced",
 ...     uniform="persistent")
 >>> [int(c) for c in out.count]
