@@ -91,8 +91,9 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
         ``bayes_factor`` (evidence of the best model over this one), ``prob`` (posterior model
         probability), ``warning``, ``gap`` (the bias check's reverse estimate minus the
         estimate, in nats; NaN where none ran: :mod:`ppl_hais.annealing.bias`),
-        ``shortfall`` (nats the estimate is at least too low by its convergence ladder,
-        :func:`ppl_hais.ladder.shortfall`; NaN where no ladder ran).
+        ``shortfall`` (nats the estimate may be too low by its convergence ladder,
+        :func:`ppl_hais.ladder.shortfall`; inf where that cannot be sized, NaN where no
+        ladder ran).
 
     Examples
     --------

@@ -92,9 +92,9 @@ class Evidence:
 
     @property
     def shortfall(self) -> float:
-        """Nats the estimate is at least too low by what the ladder's trajectory shows (its
-        last move, the bias check's gap; :func:`ppl_hais.ladder.shortfall`); NaN without a
-        trajectory, 0 when neither shows one."""
+        """Nats the estimate may be too low by what the ladder's trajectory shows (its last
+        moves, the bias check's gap; :func:`ppl_hais.ladder.shortfall`); NaN without a
+        trajectory, 0 when neither shows one, inf when what is missing cannot be sized."""
         return shortfall(self.trajectory) if self.trajectory else float("nan")
 
     @property

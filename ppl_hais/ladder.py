@@ -31,7 +31,10 @@ When the last rung still fails, :func:`remaining_gap` adds a ``converged`` check
 how low the estimate may be, in nats (:func:`shortfall`): the bias check's gap, doubled
 (draws that miss mass too make the gap smaller than the shortfall), and the rises over the
 ladder extrapolated by a slow power law (a forward anneal's log Ẑ is biased low and its bias
-shrinks with N; on heavy tails and funnels by a factor of only about ¾ per 4×).
+shrinks with N; on heavy tails and funnels by a factor of only about ¾ per 4×). Where most
+particles ended beyond the start and still predict their weights (:func:`unsizable`), no
+figure here bounds what is missing, and the shortfall is ``inf``: on the suite's Student-t
+experts the sized figure covered the error on 24 of 39 runs.
 
 Example
 -------
@@ -64,6 +67,7 @@ __all__ = [
     "next_num_steps",
     "remaining_gap",
     "shortfall",
+    "unsizable",
 ]
 
 FIRST_NUM_STEPS = 1000  # the first rung: the fixed default's number of temperatures
@@ -144,16 +148,35 @@ def cleared_se(trajectory, se_delta: float) -> float:
     return float(np.hypot(se_delta if np.isfinite(se_delta) else 0.0, move / np.sqrt(2.0)))
 
 
+def unsizable(trajectory) -> bool:
+    """Whether what the last rung may miss cannot be sized: it failed a check while most of its
+    particles ended beyond the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``) and still
+    predict their weights (lag ≥ ``CLEAR_LAG``). Mass lies farther out than the particles
+    went, in tails that neither the forward anneal, the bias check's MCMC draws nor a longer
+    ladder reach (the suite's Student-t experts: 0.3–0.7 nat low while every rung and the
+    reverse anneal agreed within 0.2)."""
+    last = trajectory[-1]
+    return bool(last.checks) and last.outside >= CLEAR_OUTSIDE and last.lag >= CLEAR_LAG
+
+
 def shortfall(trajectory) -> float:
     """How many nats too low the last rung's estimate may be, by what the trajectory shows; 0
-    when nothing shows one (which does not prove there is none).
+    when nothing shows one (which does not prove there is none); ``inf`` when it cannot be
+    sized (:func:`unsizable`).
 
-    The largest of: ``GAP_SCALE`` × the bias check's positive gap (the gap itself with exact
+    Otherwise the largest of: ``GAP_SCALE`` × the bias check's positive gap (the gap itself with exact
     posterior draws; the suite's funnel was up to twice its gap low), and the rises extrapolated
     by a bias that shrinks by ``DECAY`` per 4× temperatures (bias ∝ N^−0.2, as slow as heavy
     tails and funnels showed): the last rise × DECAY/(1 − DECAY), the rise over the whole
     ladder × DECAY^k/(1 − DECAY^k) for its k steps of 4×.
     """
+    if unsizable(trajectory):
+        return float("inf")
+    return _sized(trajectory)
+
+
+def _sized(trajectory) -> float:
+    """:func:`shortfall` by the trajectory's own figures, whether or not it can be sized."""
     last = trajectory[-1]
     low = [0.0]
     if len(trajectory) > 1:
@@ -200,22 +223,22 @@ def remaining_gap(trajectory, *, max_gradients) -> tuple[str, ...]:
             )
     if np.isfinite(last.bias_gap):
         parts.append(f"the bias check's reverse anneal is {last.bias_gap:+.2f} nats from it")
-    low = shortfall(trajectory)
-    far = (
-        f"{last.outside:.0%} of its particles ended beyond the start's central 95% and still "
-        f"predict their weights (lag {last.lag:.2f}): tails that no path reached may hold mass "
-        "that no check here can size"
-        if last.outside >= CLEAR_OUTSIDE and last.lag >= CLEAR_LAG
-        else ""
-    )
-    if low > 0:
+    low = _sized(trajectory)
+    how = ("twice the bias check's gap, or the rises extrapolated by a bias that shrinks by ¾ "
+           "per 4× temperatures")  # fmt: skip
+    if unsizable(trajectory):
         verdict = (
-            f"it may be up to {low:.2f} nats too low (twice the bias check's gap, or the rises "
-            "extrapolated by a bias that shrinks by ¾ per 4× temperatures; mass that no path "
-            "reaches can make it more)" + (f"; {far}" if far else "")
+            f"it may be too low by more than any figure here can size (shortfall = inf): "
+            f"{last.outside:.0%} of its particles ended beyond the start's central 95% and still "
+            f"predict their weights (lag {last.lag:.2f}), so mass lies farther out than any path "
+            "went, in tails that neither the anneals nor MCMC draws reach"
+            + (f" (the trajectory alone says up to {low:.2f} nats: {how})" if low > 0 else "")
         )
-    elif far:
-        verdict = f"neither shows a shortfall, but {far}"
+    elif low > 0:
+        verdict = (
+            f"it may be up to {low:.2f} nats too low ({how}; mass that no path reaches can make "
+            "it more)"
+        )
     else:
         verdict = (
             "neither shows a shortfall, so the failed checks may be false alarms on a converged "

@@ -20,6 +20,7 @@ from ppl_hais.ladder import (
     clears,
     remaining_gap,
     shortfall,
+    unsizable,
 )
 
 
@@ -120,11 +121,20 @@ def test_remaining_gap_reads_the_trajectory():
     (msg,) = remaining_gap(flat, max_gradients=100)
     assert shortfall(flat) == 0.0 and "within its noise" in msg and "false alarms" in msg
     # particles far beyond the start that still predict their weights (the Student-t experts):
-    # neither figure can size what may be missing, and the message says so instead of "false
-    # alarms"
+    # no figure can size what may be missing: the shortfall is inf, and the message says so
+    # instead of "false alarms", with what the trajectory alone would have said
     far = flat[:1] + (flat[1]._replace(lag=0.3, outside=0.94),)
     (msg,) = remaining_gap(far, max_gradients=100)
+    assert unsizable(far) and shortfall(far) == float("inf")
     assert "false alarms" not in msg and "94% of its particles" in msg and "lag 0.30" in msg
+    assert "shortfall = inf" in msg and "trajectory alone" not in msg
+    far_rising = far[:1] + (far[1]._replace(log_z=-0.9),)
+    assert "the trajectory alone says up to 0.30 nats" in remaining_gap(far_rising,
+                                                                        max_gradients=100)[0]
+    # either one alone is not enough, nor a rung that passed
+    assert not unsizable(flat[:1] + (flat[1]._replace(lag=0.3, outside=0.5),))
+    assert not unsizable(flat[:1] + (flat[1]._replace(lag=0.2, outside=0.94),))
+    assert not unsizable(far[:1] + (far[1]._replace(checks=()),))
     bias = flat[:1] + (flat[1]._replace(bias_gap=0.3),)
     assert (  # the gap, doubled: MCMC draws that miss mass too make it smaller
         shortfall(bias) == pytest.approx(0.6)
