@@ -164,11 +164,11 @@ def shortfall(trajectory) -> float:
     when nothing shows one (which does not prove there is none); ``inf`` when it cannot be
     sized (:func:`unsizable`).
 
-    Otherwise the largest of: ``GAP_SCALE`` × the bias check's positive gap (the gap itself with exact
-    posterior draws; the suite's funnel was up to twice its gap low), and the rises extrapolated
-    by a bias that shrinks by ``DECAY`` per 4× temperatures (bias ∝ N^−0.2, as slow as heavy
-    tails and funnels showed): the last rise × DECAY/(1 − DECAY), the rise over the whole
-    ladder × DECAY^k/(1 − DECAY^k) for its k steps of 4×.
+    Otherwise the largest of: ``GAP_SCALE`` × the bias check's positive gap (the gap itself
+    with exact posterior draws; the suite's funnel was up to twice its gap low), and the rises
+    extrapolated by a bias that shrinks by ``DECAY`` per 4× temperatures (bias ∝ N^−0.2, as
+    slow as heavy tails and funnels showed): the last rise × DECAY/(1 − DECAY), the rise over
+    the whole ladder × DECAY^k/(1 − DECAY^k) for its k steps of 4×.
     """
     if unsizable(trajectory):
         return float("inf")
