@@ -1,4 +1,5 @@
-"""What more effort buys on the hard targets: temperatures, leapfrog steps, heavier starts.
+"""What more effort buys on the hard targets: temperatures, leapfrog steps, step-size jitter,
+heavier starts.
 
 The measurements behind issue 29's escalation ladder (not built yet): each target through
 ``ph.hais`` (512 particles, 1000 temperatures unless the row says otherwise), five seeds per
@@ -32,6 +33,9 @@ def configs(target):
         ("default", target, {}, 1),
         ("4× temperatures", target, dict(num_steps=4000), 4),
         ("4 leapfrog steps", target, dict(num_leapfrog=4), 4),
+        ("step-size jitter 1", target, dict(step_size_jitter=1.0), 1),
+        ("step-size jitter 1, 4× temperatures", target,
+         dict(step_size_jitter=1.0, num_steps=4000), 4),
     ]
     try:
         fit = laplace_gaussian(target.log_density, np.zeros((1, target.dim)))

@@ -364,7 +364,7 @@ def _chains(key, target, model, pilot, num_chains, num_particles, num_steps, pro
 
 
 _CHECKED = ("step_size", "target_accept", "refresh", "num_leapfrog", "lookahead", "flips",
-            "schedule")  # fmt: skip
+            "step_size_jitter", "schedule")  # fmt: skip
 
 
 def _check_keywords(hais_kwargs) -> None:

@@ -62,6 +62,7 @@ def check(
     num_leapfrog=None,
     lookahead=None,
     flips=None,
+    step_size_jitter=None,
     initial=None,
     schedule=None,
     bias_check=None,
@@ -91,6 +92,10 @@ def check(
         )
     if flips is not None:
         _choice("flips", flips, FLIPS)
+    if step_size_jitter is not None and not (
+        isinstance(step_size_jitter, numbers.Real) and 0 <= step_size_jitter <= 1
+    ):
+        raise ValueError(f"step_size_jitter must be in [0, 1], got {step_size_jitter!r}")
     if isinstance(initial, str):
         _choice("initial", initial, INITIALS)
     if isinstance(schedule, str):

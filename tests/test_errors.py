@@ -49,6 +49,7 @@ def test_initial_outside_bounds_is_refused(key):
         (dict(num_particles=1), "at least 2"),
         (dict(step_size=-1.0), "positive"),
         (dict(step_size="adaptive"), "'auto'"),
+        (dict(step_size_jitter=1.5), r"step_size_jitter must be in \[0, 1\]"),
     ],
 )
 def test_bad_settings(key, kwargs, msg):

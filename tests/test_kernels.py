@@ -76,6 +76,7 @@ def test_reflection_is_an_involution_and_stays_inside(box):
         (random_walk_kernel(), 0.8, 1.0),
         (hais_kernel(0.5), 0.6, np.array([0.4, 0.9, 1.6])),
         (hais_kernel(0.5, flips="reduced", lookahead=2), 0.6, np.array([0.4, 0.9, 1.6])),
+        (hais_kernel(0.5, step_size_jitter=1.0), 0.6, np.array([0.4, 0.9, 1.6])),
         (random_walk_kernel(), 1.5, np.array([0.4, 0.9, 1.6])),
     ],
 )

@@ -314,6 +314,7 @@ def hais(
     num_leapfrog: int = 1,
     flips: str = "standard",
     lookahead: int = 1,
+    step_size_jitter: float = 0.0,
     schedule="adaptive",
     discrete=None,
     **kwargs,
@@ -325,10 +326,12 @@ def hais(
     refreshed (``refresh`` = fraction of momentum power replaced per unit simulation time).
     ``flips="reduced"`` negates the momentum on rejection only as often as invariance needs
     ([SD12] ch. 6) and ``lookahead=K`` tries K trajectories first (LAHMC); both spend extra
-    gradients after rejections only (counted in ``settings``). ``discrete``: booleans, one per
-    coordinate, True where the coordinate is an integer: those are moved by a Metropolis step
-    after each HMC step instead (:func:`~ppl_hais.annealing.kernels.mixed_kernel`); the initial
-    distribution must draw integers there. Other keyword arguments go to :func:`ais`.
+    gradients after rejections only (counted in ``settings``). ``step_size_jitter=j`` draws
+    each transition's step size from ε·[1 − j, 1 + j], as Stan's ``stepsize_jitter``.
+    ``discrete``: booleans, one per coordinate, True where the coordinate is an integer: those
+    are moved by a Metropolis step after each HMC step instead
+    (:func:`~ppl_hais.annealing.kernels.mixed_kernel`); the initial distribution must draw
+    integers there. Other keyword arguments go to :func:`ais`.
 
     Examples
     --------
@@ -341,7 +344,7 @@ def hais(
     >>> bool(abs(res.log_z - 2 * np.log(3 * np.sqrt(2 * np.pi))) < 5 * res.log_z_se + 0.05)
     True
     """
-    kernel = HAISOptions(refresh, num_leapfrog, lookahead, flips).kernel()
+    kernel = HAISOptions(refresh, num_leapfrog, lookahead, flips, step_size_jitter).kernel()
     if discrete is not None and np.any(discrete):
         kernel = mixed_kernel(tuple(bool(d) for d in np.ravel(discrete)), kernel)
     return ais(

@@ -87,6 +87,7 @@ class HAISOptions(NamedTuple):
     num_leapfrog: int = 1
     lookahead: int = 1
     flips: str = "standard"
+    step_size_jitter: float = 0.0
 
     @classmethod
     def of(cls, options) -> HAISOptions:
@@ -95,7 +96,7 @@ class HAISOptions(NamedTuple):
 
     def kernel(self) -> TransitionKernel:
         return hais_kernel(float(self.refresh), int(self.num_leapfrog), int(self.lookahead),
-                           str(self.flips))  # fmt: skip
+                           str(self.flips), float(self.step_size_jitter))  # fmt: skip
 
 
 @lru_cache(maxsize=64)
@@ -104,6 +105,7 @@ def hais_kernel(
     num_leapfrog: int = 1,
     lookahead: int = 1,
     flips: str = "standard",
+    step_size_jitter: float = 0.0,
 ) -> TransitionKernel:
     """The HAIS transition of [HAIS12] §2.3 with persistent, partially refreshed momentum.
 
@@ -120,6 +122,11 @@ def hais_kernel(
     eq. 6.11, and ``lookahead=K > 1`` tries up to K trajectories before that (LAHMC); see
     :mod:`ppl_hais.mcmc.lookahead`. Both cost extra gradients only after a rejection.
 
+    ``step_size_jitter=j`` draws each transition's step size uniformly from ε·[1 − j, 1 + j]
+    (Stan's ``stepsize_jitter``): a random step size keeps the transition invariant, and the
+    short steps it sometimes takes enter regions whose curvature the tuned ε cannot (a
+    funnel's neck; ``docs/escalation.md``).
+
     Examples
     --------
     >>> import ppl_hais as ph
@@ -131,6 +138,8 @@ def hais_kernel(
         raise ValueError("refresh (momentum power replaced per unit time) must be in (0, 1]")
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
+    if not 0.0 <= step_size_jitter <= 1.0:
+        raise ValueError(f"step_size_jitter must be in [0, 1], got {step_size_jitter!r}")
     plain = lookahead == 1 and flips == "standard"
 
     def init(rng_key, position, target):
@@ -141,6 +150,9 @@ def hais_kernel(
     def step(rng_key, state, target, beta, step_size, scale=1.0):
         position, momentum, potential, noise = state
         u = fast_random.uniform(rng_key, (), salt=1, dtype=position.dtype)
+        if step_size_jitter:  # a static choice: without jitter the draws are as before
+            j = fast_random.uniform(rng_key, (), salt=13, dtype=position.dtype)
+            step_size = step_size * (1.0 + step_size_jitter * (2.0 * j - 1.0))
         (position, momentum, potential), info = hmc.move(
             u,
             position,
@@ -170,6 +182,8 @@ def hais_kernel(
     name = "hais" if refresh < 1 else "resampled_hmc"
     if not plain:
         name += f"_{flips}_flips" + (f"_lookahead{lookahead}" if lookahead > 1 else "")
+    if step_size_jitter:
+        name += f"_jitter{step_size_jitter:g}"
     return TransitionKernel(name, init, step, num_leapfrog, 0.2)
 
 
