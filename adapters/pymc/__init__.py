@@ -12,8 +12,9 @@
 The model is split as ``pm.sample_smc`` tempers it: the initial distribution is the prior over
 the transformed (unconstrained) value variables, ``model.varlogp`` (Jacobians included); the
 likelihood is ``model.datalogp`` (observed variables **and Potentials**: a Potential has no
-prior to draw from, so it is annealed). Both are compiled to JAX with PyMC's own
-``get_jaxified_graph`` and annealed by the ppl_hais core.
+prior to draw from, so it is annealed). Both are compiled to JAX as PyMC's own
+``get_jaxified_graph`` compiles them, with one rewrite of a Bernoulli's logit-scale log
+probability (:mod:`ppl_hais.adapters.pymc.rewrites`), and annealed by the ppl_hais core.
 """
 
 

@@ -24,20 +24,22 @@ import numpy as np
 
 # PyMC module functions that `pm.` does not re-export (no public equivalent on PyMC 5.28 or 6.4):
 # the coords/dims/observed/constant helpers pm.sample uses for its own ArviZ output, the prior
-# initial-point expression pm.sample_smc draws its population with, the JAX graph of
-# pymc.sampling.jax. Same names and behaviour on both versions, pinned by tests/test_pymc.py
-# (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
+# initial-point expression pm.sample_smc draws its population with (the JAX graph of
+# pymc.sampling.jax: rewrites.py). Same names and behaviour on both versions, pinned by
+# tests/test_pymc.py (evidence against exact values, coords/dims) and tests/test_stack.py
+# (constant_data).
 from pymc.backends.arviz import find_observations
 from pymc.initial_point import make_initial_point_expression
 from pymc.pytensorf import collect_default_updates, reseed_rngs
 from pymc.pytensorf import compile as compile_pytensor
-from pymc.sampling.jax import get_jaxified_graph
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph import graph_inputs
 
 from ppl_hais.density import SplitDensity
 from ppl_hais.target import num_draws, sample_shape_of
+
+from .rewrites import jaxified_graph
 
 
 class PyMCTarget(SplitDensity):
@@ -67,13 +69,11 @@ class PyMCTarget(SplitDensity):
         ]
         # through jit, so the graph is traced once per shape, not once per program using it
         # (pilots, main run, Laplace fit, bias check)
-        self._logp = jax.jit(
-            get_jaxified_graph(inputs=self.value_vars, outputs=[model.varlogp, model.datalogp])
-        )
+        self._logp = jax.jit(jaxified_graph(self.value_vars, [model.varlogp, model.datalogp]))
         self._outputs = list(
             get_default_varnames(model.unobserved_value_vars, include_transformed=False)
         )
-        self._constrain = get_jaxified_graph(inputs=self.value_vars, outputs=self._outputs)
+        self._constrain = jaxified_graph(self.value_vars, self._outputs)
 
     def _check(self, needs_likelihood=True):
         m = self.model
@@ -196,7 +196,7 @@ class _HostPrior:
 def _fingerprint(model):
     """What the compiled target depends on: the variables and the current values of every
     shared variable in the model's graph, named (``pm.Data``) or not (``pytensor.shared``).
-    ``get_jaxified_graph`` bakes them in as constants, so a changed value must recompile."""
+    ``jaxified_graph`` bakes them in as constants, so a changed value must recompile."""
     outputs = [model.varlogp, model.datalogp, *model.deterministics]
     shared = []
     for var in graph_inputs(outputs):
