@@ -20,13 +20,13 @@ import jax
 import numpy as np
 import pymc as pm
 import xarray as xr
-from pymc.sampling.jax import get_jaxified_graph
 from pytensor.graph.replace import clone_replace
 
 from ppl_hais.arviz import group, group_names
 from ppl_hais.bridge import bridge_evidence
 from ppl_hais.precision import float64
 
+from .rewrites import jaxified_graph
 from .target import cached_target
 
 __all__ = ["bridge_sampling"]
@@ -200,6 +200,6 @@ def _forward(target):
             transform = model.rvs_to_transforms.get(rv)
             outputs.append(x if transform is None else transform.forward(x, *rv.owner.inputs))
         outputs = clone_replace(outputs, replace=dict(zip(model.free_RVs, inputs, strict=True)))
-        fn = jax.jit(jax.vmap(get_jaxified_graph(inputs=inputs, outputs=outputs)))
+        fn = jax.jit(jax.vmap(jaxified_graph(inputs, outputs)))
         target._forward = fn
     return fn
