@@ -109,7 +109,12 @@ def compile_once(fn):
     @lru_cache(maxsize=64)
     def jitted(structure, static):
         kwargs = dict(static)
-        return jax.jit(lambda arrays, *args: fn(merge(structure, arrays), *args, **kwargs))
+
+        def program(arrays, *args):
+            return fn(merge(structure, arrays), *args, **kwargs)
+
+        program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
+        return jax.jit(program)  # named as fn in JAX's logs and profiles
 
     def call(tree, *args, **static):
         structure, arrays = split(tree)
