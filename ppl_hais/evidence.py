@@ -50,6 +50,7 @@ from . import diagnostics, options, progress
 from ._names import refuse_unknown
 from .annealing import ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
+from .annealing.kernels import HAISOptions
 from .budget import SE_SLACK, choose_num_steps
 from .density import ModelDensity
 from .estimators import disagreement
@@ -269,8 +270,7 @@ def evidence(
                 bias = check_bias(
                     jax.random.fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
                     pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
-                    refresh=hais_kwargs.get("refresh", 0.5),
-                    num_leapfrog=hais_kwargs.get("num_leapfrog", 1),
+                    kernel=HAISOptions.of(hais_kwargs).kernel(),  # the main run's transition
                     step_size=hais_kwargs.get("step_size", "auto"), progress_bar=progress_bar,
                 )  # fmt: skip
                 spent += bias.gradients

@@ -24,6 +24,7 @@ Example
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import jax
@@ -56,6 +57,10 @@ VI_FULL_RANK_UP_TO = 100  # coordinates; a diagonal Gaussian above
 STUDENT_T_DF = 3.0
 SCALE_INFLATION = 1.2  # as the Laplace start's: fits are narrower than the posterior
 
+# the keywords of survey that a run's options may set (its target, kernel and display aside)
+_SURVEY_OPTIONS = frozenset(inspect.signature(survey).parameters) - {
+    "rng_key", "target", "kernel", "positions", "progress_bar", "desc",
+}  # fmt: skip
 _LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
 
 
@@ -276,14 +281,8 @@ def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
     kernel = HAISOptions.of(hais_kwargs).kernel()  # the main run's: the pilot tunes for it
     if discrete(model):
         kernel = mixed_kernel(discrete(model), kernel)
-    pilot_kwargs = {
-        k: hais_kwargs[k]
-        for k in (
-            "num_steps", "schedule", "step_size", "target_accept", "num_pilot_steps",
-            "adapt_mass_matrix", "num_pilot_particles",
-        )
-        if k in hais_kwargs
-    }  # fmt: skip
+    # what the pilot takes of the run's options: survey's own keywords, so none is dropped
+    pilot_kwargs = {k: v for k, v in hais_kwargs.items() if k in _SURVEY_OPTIONS}
     choice, pilots, gradients = {}, {}, 0
 
     def pilot(names):

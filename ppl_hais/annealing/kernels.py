@@ -99,7 +99,6 @@ class HAISOptions(NamedTuple):
                            str(self.flips), float(self.step_size_jitter))  # fmt: skip
 
 
-@lru_cache(maxsize=64)
 def hais_kernel(
     refresh: float = 0.5,
     num_leapfrog: int = 1,
@@ -134,6 +133,14 @@ def hais_kernel(
     >>> kernel.name, kernel.gradients_per_step
     ('hais', 1)
     """
+    # one kernel object per setting, however the arguments were spelled: compiled anneals are
+    # cached per kernel (execution.compiled), so the pilot, the runs and the bias check share
+    return _hais_kernel(float(refresh), int(num_leapfrog), int(lookahead), str(flips),
+                        float(step_size_jitter))  # fmt: skip
+
+
+@lru_cache(maxsize=64)
+def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter) -> TransitionKernel:
     if not 0.0 < refresh <= 1.0:
         raise ValueError("refresh (momentum power replaced per unit time) must be in (0, 1]")
     if flips not in FLIPS:
