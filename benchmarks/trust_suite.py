@@ -376,8 +376,9 @@ def summarize(name, adapter, runs, seeds):
     se = np.array([r["se"] for r in runs])
     warned = np.array([bool(r["checks"]) for r in runs])
     right = np.abs(err) <= 0.1
-    miss = np.abs(err) > 3 * np.nan_to_num(se) + 0.05  # no SE (BlackJAX): any miss is silent
-    short = np.nan_to_num(np.array([r["shortfall"] for r in runs]), nan=0.0)
+    # no SE (BlackJAX): any miss is silent; an infinite SE or shortfall covers everything
+    miss = np.abs(err) > 3 * np.nan_to_num(se, nan=0.0, posinf=np.inf) + 0.05
+    short = np.nan_to_num(np.array([r["shortfall"] for r in runs]), nan=0.0, posinf=np.inf)
     ww = warned & ~right
     covered = np.abs(err) <= short + 0.1
     gaps = np.array([r["gap"] for r in runs])
@@ -385,7 +386,9 @@ def summarize(name, adapter, runs, seeds):
         name=name, adapter=adapter, err=err.mean(), sd=err.std(), se=np.median(se),
         gap=np.nanmedian(gaps) if np.isfinite(gaps).any() else float("nan"),
         right=int(right.sum()), warned=int(warned.sum()), false=int(np.sum(right & warned)),
-        silent=int(np.sum(miss & ~warned)), covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}",
+        silent=int(np.sum(miss & ~warned)),
+        covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}"
+        + (f" ({int(np.sum(np.isinf(short) & ww))} unbounded)" if np.isinf(short[ww]).any() else ""),
         checks=", ".join(sorted({c for r in runs for c in r["checks"]})) or "—",
         grads=np.mean([r["gradients"] for r in runs]),
         wall=np.median([r["wall"] for r in runs[1:]] or [runs[0]["wall"]]), n=seeds,
@@ -415,7 +418,8 @@ def write(args, rows):
         "",
         "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > 3 SE "
         "+ 0.05 without a warning; *gap*: median bias-check gap (reverse − forward) where it "
-        "ran; *shortfall covers*: wrong, warned runs whose |error| ≤ the stated shortfall + 0.1; "
+        "ran; *shortfall covers*: wrong, warned runs whose |error| ≤ the stated shortfall + 0.1 "
+        "(*unbounded*: of them, those whose shortfall is stated as inf, `ladder.unsizable`); "
         "*gradients*: mean per call, everything counted; *time*: median of the calls after the "
         "first (the first compiles).",
         "",
