@@ -381,14 +381,15 @@ def summarize(name, adapter, runs, seeds):
     short = np.nan_to_num(np.array([r["shortfall"] for r in runs]), nan=0.0, posinf=np.inf)
     ww = warned & ~right
     covered = np.abs(err) <= short + 0.1
+    unbounded = np.isinf(short) & ww
     gaps = np.array([r["gap"] for r in runs])
     return dict(
         name=name, adapter=adapter, err=err.mean(), sd=err.std(), se=np.median(se),
         gap=np.nanmedian(gaps) if np.isfinite(gaps).any() else float("nan"),
         right=int(right.sum()), warned=int(warned.sum()), false=int(np.sum(right & warned)),
         silent=int(np.sum(miss & ~warned)),
-        covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}"
-        + (f" ({int(np.sum(np.isinf(short) & ww))} unbounded)" if np.isinf(short[ww]).any() else ""),
+        covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}" + (
+            f" ({int(np.sum(unbounded))} unbounded)" if unbounded.any() else ""),
         checks=", ".join(sorted({c for r in runs for c in r["checks"]})) or "—",
         grads=np.mean([r["gradients"] for r in runs]),
         wall=np.median([r["wall"] for r in runs[1:]] or [runs[0]["wall"]]), n=seeds,
