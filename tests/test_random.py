@@ -135,7 +135,7 @@ def _serial(w, bits, k):
 
 def _hamming_neighbours(w):
     """Bits that differ between consecutive words: Binomial(32, ½) when they are independent."""
-    count = np.unpackbits((w[1:] ^ w[:-1]).view(np.uint8)).reshape(-1, 32).sum(1)
+    count = np.unpackbits((w[1:] ^ w[:-1]).view(np.uint8)).reshape(-1, 32).sum(1, dtype=np.int64)
     return _chi2(np.bincount(count, minlength=33), stats.binom.pmf(np.arange(33), 32, 0.5))
 
 

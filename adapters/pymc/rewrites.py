@@ -65,14 +65,18 @@ def switch_of_softplus(fgraph, node):
     return [pt.cast(out, node.outputs[0].dtype)]
 
 
-def rewritten(inputs, outputs, *, ours=True) -> FunctionGraph:
+def rewritten(inputs, outputs, *, ours=True, fuse=True) -> FunctionGraph:
     """The graph ``pymc.sampling.jax.get_jaxified_graph`` compiles (shared variables as
-    constants, PyTensor's JAX rewrites), then :func:`switch_of_softplus` (``ours=False``:
-    PyMC's graph as it is)."""
+    constants, PyTensor's JAX rewrites) with :func:`switch_of_softplus` applied before the
+    elementwise fusion (PyTensor 2.31, PyMC 5's, fuses elementwise chains into ``Composite``
+    ops inside which the rewrite cannot see the switch). ``ours=False``: PyMC's graph as it
+    is; ``fuse=False``: stop before the fusion."""
     fgraph = FunctionGraph(inputs=inputs, outputs=_replace_shared_variables(outputs), clone=True)
-    mode.JAX.optimizer.rewrite(fgraph)
+    mode.JAX.excluding("fusion").optimizer.rewrite(fgraph)
     if ours:
         in2out(switch_of_softplus).rewrite(fgraph)
+    if fuse:
+        mode.JAX.optimizer.rewrite(fgraph)
     return fgraph
 
 
