@@ -142,9 +142,20 @@ def test_persistent_cache_is_written_and_read(tmp_path):
     assert len(stored) == 2, sorted(os.listdir(cache))  # the pilot and the main run, stored
     everything = entries()
     assert len(everything) > 5  # the small programs too (min_compile_time 0)
+    # no LRU eviction: it would scan the directory on every write (access-time files)
+    assert not any(f.endswith("-atime") for f in os.listdir(cache))
     _probe(env)
     # the second process read the scans back: no new scan (once, of six runs under load, a
     # second process stored something besides; not reproduced, so only the scans are asserted)
+    assert scans() == stored
+    # clear() empties the directory ppl_hais set, and the next process compiles and stores again
+    files = len(os.listdir(cache))
+    clear = "import ppl_hais as ph; print('REMOVED', ph.compilation_cache.clear())"
+    cleared = subprocess.run([sys.executable, "-c", clear], env={**os.environ, **env},
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert f"REMOVED {files}" in cleared.stdout, cleared.stderr
+    assert os.listdir(cache) == []
+    _probe(env)
     assert scans() == stored
 
 
