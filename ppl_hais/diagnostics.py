@@ -5,7 +5,7 @@ An annealing run gives P log weights; log Ẑ = log mean exp(log w). Three thing
 its number can be trusted, and each is checked here:
 
 * **The tail of the weights (Pareto k̂).** A generalized Pareto fit to the largest weights (PSIS,
-  Vehtari et al. 2024, taken from ArviZ). k̂ < ½: the weights have a finite variance and the
+  Vehtari et al. 2024, :mod:`ppl_hais.pareto`). k̂ < ½: the weights have a finite variance and the
   delta-method standard error means what it says. ½ ≤ k̂ < 0.7: the variance is probably
   infinite; Ẑ is still unbiased but its distribution is so skewed that a typical log Ẑ lies
   *below* log Z by more than the SE says (measured: the 36-D Student-t product of experts and
@@ -56,6 +56,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .estimators import importance_ess, log_mean_exp_se, pool
+from .pareto import tail_length, tail_shape
 
 __all__ = [
     "EvidenceWarning",
@@ -109,10 +110,18 @@ def lag_correlation(log_weights, log_ratio) -> float:
     ok = np.isfinite(lw) & np.isfinite(h)
     if ok.sum() < MIN_PARTICLES_KHAT or np.ptp(lw[ok]) == 0 or np.ptp(h[ok]) == 0:
         return float("nan")
-    from scipy.stats import rankdata
+    return float(np.corrcoef(_ranks(lw[ok]), _ranks(h[ok]))[0, 1])
 
-    a, b = rankdata(lw[ok]), rankdata(h[ok])
-    return float(np.corrcoef(a, b)[0, 1])
+
+def _ranks(x):
+    """Ranks 1..n of ``x``, ties given their average rank (scipy's ``rankdata``)."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    ends = np.r_[starts[1:], xs.size]
+    ranks = np.empty(x.size)
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return ranks
 
 
 def max_relative_weight(log_weights) -> float:
@@ -170,27 +179,15 @@ def lag_threshold(num_particles: int, khat: float | None = None) -> float:
     return max(LAG_WARN, 4.0 / root)
 
 
-def _psis():
-    """ArviZ's PSIS: ``az.psislw`` (ArviZ 0.x) or ``arviz_stats`` (ArviZ 1.x)."""
-    try:
-        from arviz_stats.base import array_stats
-    except ImportError:
-        import arviz as az
-
-        return az.psislw
-    # arviz_stats' psislw takes the *log likelihood* of LOO and smooths its negation (the
-    # log weights of leaving a point out): give it the negated log weights. The test of a
-    # Pareto tail with k = 0.9 pins this convention.
-    return lambda log_weights: array_stats.psislw(-log_weights)
-
-
 def pareto_khat(log_weights) -> float:
-    """Pareto k̂ of the importance weights (PSIS, from ArviZ); NaN when it cannot be fitted.
+    """Pareto k̂ of the importance weights (PSIS: :func:`ppl_hais.pareto.tail_shape`); NaN when
+    it cannot be fitted.
 
     Non-finite log weights count as zero weights. With fewer than 20 particles the tail cannot
     be fitted (NaN); with fewer than 5 non-zero weights the weights have collapsed (inf). When
     the largest weights are all equal (a likelihood that does not depend on the latents: every
-    weight is the same) there is no tail: −inf (ArviZ raises or says inf there).
+    weight is the same) there is no tail: −inf (ArviZ raises or says inf there). NaN
+    too when the tail's first quartile is its minimum (no Pareto-like tail to fit).
     """
     lw = np.asarray(log_weights, dtype=float).ravel()
     lw = np.where(np.isnan(lw), -np.inf, lw)
@@ -199,15 +196,13 @@ def pareto_khat(log_weights) -> float:
         return float("nan")
     if finite.size < 5:  # the weights have collapsed onto a handful of particles
         return float("inf")
-    # ArviZ expects finite input; a zero weight is far below every finite one
+    # the fit expects finite input; a zero weight is far below every finite one
     lw = np.where(np.isfinite(lw), lw, finite.min() - 1e3)
-    tail = np.sort(lw)[-int(np.ceil(min(0.2 * lw.size, 3 * np.sqrt(lw.size)))) - 1 :]
+    tail = np.sort(lw)[-tail_length(lw.size) - 1 :]
     if np.ptp(tail) <= 1e-12 * max(1.0, abs(tail[-1])):
         return float("-inf")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, khat = _psis()(lw - finite.max())
-    return float(np.asarray(khat))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return tail_shape(lw)
 
 
 def evidence_checks(

@@ -67,7 +67,8 @@ class AISResult:
     ess : float
         Effective sample size (Σw)² / Σw² of the final weights.
     pareto_k : float
-        Pareto k̂ of the final importance weights (PSIS, from ArviZ); NaN below 20 particles.
+        Pareto k̂ of the final importance weights (PSIS, :mod:`ppl_hais.pareto`); NaN below 20
+        particles.
     lag : float
         Rank (Spearman) correlation between the final log weights and log f − log q at the
         final particles (:func:`~ppl_hais.diagnostics.lag_correlation`): about 0 when the
