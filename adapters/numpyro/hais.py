@@ -61,9 +61,10 @@ class HAIS:
         With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
         (as NUTS's ``adapt_mass_matrix``, but following the annealing).
     initial : "auto", "prior", "laplace", "vi", "student_t", ph.Gaussian or (guide, params)
-        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior
-        and from a Gaussian fitted at the posterior mode (Laplace) and keeps the one whose
-        weights degenerate less (:func:`ppl_hais.starts.choose_initial`): with a vague
+        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior,
+        keeps the prior when its pilot works, and otherwise pilots a Gaussian fitted at the
+        posterior mode (Laplace) too and keeps the one whose weights degenerate less
+        (:func:`ppl_hais.starts.choose_initial`): with a vague
         prior the Laplace start is orders of magnitude more accurate; with a hierarchical
         model the prior usually wins; on a hard path (neither reaches half the pilot's
         particles in ESS) natural-gradient VI fits, a Gaussian (``"vi"``) and a Student-t
