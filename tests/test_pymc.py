@@ -61,6 +61,35 @@ def test_bayesian_linear_regression_20d():
     check(est, se, multivariate_normal(np.zeros(50), np.eye(50) + X @ X.T).logpdf(y))
 
 
+def test_matrix_vector_products_are_rewritten_to_matvec():
+    """``pm.math.dot(X, w)`` (and ``dot(w, X.T)``) is ``Squeeze(Dot(X, ExpandDims(w)))`` in
+    PyMC's graph; the adapter's graph has a matrix-vector product instead
+    (adapters/pymc/rewrites.py, 1.2-1.6x faster batched over particles) with the same density
+    and gradient as PyMC's compiled ones."""
+    import jax
+    from pytensor.tensor.math import Dot
+
+    from ppl_hais.adapters.pymc.rewrites import MatVec, jaxified_graph, rewritten
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 4))
+    y = X @ rng.normal(size=4) + rng.normal(size=30)
+    for form in ("X @ w", "w @ X.T"):
+        with pm.Model() as model:
+            w = pm.Normal("w", 0.0, 1.0, shape=4)
+            mu = pm.math.dot(X, w) if form == "X @ w" else pm.math.dot(w, X.T)
+            pm.Normal("y", mu, 1.0, observed=y)
+        ops = [type(n.op) for n in rewritten(model.value_vars, [model.datalogp]).apply_nodes]
+        assert MatVec in ops and Dot not in ops, (form, ops)
+        f = jax.jit(lambda z, model=model: sum(jaxified_graph(model.value_vars,
+                                                              [model.varlogp, model.datalogp])(z)))
+        logp, dlogp = model.compile_logp(sum=True), model.compile_dlogp()
+        for z in rng.normal(size=(3, 4)) * 2:
+            got, grad = jax.value_and_grad(f)(z)
+            assert float(got) == pytest.approx(float(logp({"w": z})), rel=1e-12)
+            np.testing.assert_allclose(np.asarray(grad), dlogp({"w": z}), rtol=1e-10)
+
+
 def test_logistic_regression_by_quadrature_and_the_bernoulli_rewrite():
     """A Bernoulli on the logit scale through the adapter's graph, which computes one softplus
     per datum instead of PyMC's switch of two (adapters/pymc/rewrites.py): far into both tails
