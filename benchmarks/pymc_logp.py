@@ -3,9 +3,8 @@
 A logistic regression (100 rows, 3 weights) and a linear regression (50 rows, 5 weights),
 each written in NumPyro and in PyMC, as ``jit(vmap(value_and_grad(log joint)))`` over 512
 particles in float64: NumPyro's density, PyMC's through ``pymc.sampling.jax.get_jaxified_graph``
-and PyMC's through the adapter's ``jaxified_graph`` (the same, plus the Bernoulli and matrix-vector
-rewrites of
-``ppl_hais.adapters.pymc.rewrites``). The three are timed in alternation, so load on the
+and PyMC's through the adapter's ``jaxified_graph`` (the same, plus the Bernoulli and
+matrix-vector rewrites of ``ppl_hais.adapters.pymc.rewrites``). The three are timed in alternation, so load on the
 machine falls on all of them alike; the median of the rounds is reported.
 
     python benchmarks/pymc_logp.py --out docs/pymc_logp.md
