@@ -299,6 +299,10 @@ def test_repeat_calls_reuse_compilation_and_follow_set_data():
     assert cached_target(model) is not target
     check(est, se, exact(x2))
     assert abs(exact(x2) - exact(x1)) > 10 * se
+    target = cached_target(model)
+    with model:
+        pm.Normal("z", mu, 1.0, observed=0.3)  # a new variable: a new graph, a new target
+    assert cached_target(model) is not target
 
 
 def test_cores_sets_the_particle_groups(monkeypatch):
