@@ -1,4 +1,4 @@
-"""The machine line every benchmark report carries."""
+"""What every benchmark report shares: the machine line it carries, and how it is written."""
 
 import os
 
@@ -19,3 +19,11 @@ def describe() -> str:
     return (
         f"{cpu}, {os.cpu_count()} cores, {dev.platform} ({dev.device_kind}), jax {jax.__version__}"
     )
+
+
+def write(path: str, report) -> None:
+    """Write a report (its text, or its lines) to ``path``, ending in one newline."""
+    text = report if isinstance(report, str) else "\n".join(report)
+    with open(path, "w") as f:
+        f.write(text.rstrip("\n") + "\n")
+    print("wrote", path)

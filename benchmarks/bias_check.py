@@ -150,9 +150,7 @@ def write(args, rows):
         "",
         f"Over {total} runs: {silent} silent misses; {false} false alarms of {right} right runs.",
     ]
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -317,9 +317,7 @@ def write(args, results):
         f"max {np.max(khat_right):.2f}, ≥ 0.7 in {np.mean(np.array(khat_right) >= 0.7):.0%}.",
         "",
     ]
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines))
-    print("\n".join(lines))
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

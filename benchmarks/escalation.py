@@ -93,9 +93,7 @@ def main():
                 f"| {cost}× |"
             )
             print(lines[-1], flush=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -252,8 +252,7 @@ def main():
     text = "\n".join(lines)
     print(text)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        _machine.write(args.out, text)
 
 
 if __name__ == "__main__":

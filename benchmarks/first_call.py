@@ -193,9 +193,7 @@ def main():
         "StableHLO, and compiling with XLA or reading the compiled program from the cache; the "
         "rest of the first call is running (pilots, Laplace fit, main run, checks) and Python.",
     ]
-    with open(args.out, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    _machine.write(args.out, lines)
 
 
 def compare(args):

@@ -69,8 +69,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        _machine.write(args.out, text)
 
 
 if __name__ == "__main__":

@@ -124,9 +124,7 @@ def write(args, rows):
             f"{sum(r['false'] for r in sub)} false alarms of the right runs, "
             f"{sum(r['silent'] for r in sub)} silent misses."
         )
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -161,8 +161,7 @@ def main():
         lines.append(f"| {h} | {e} | {name} | {wall:.2f} | {shown} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    with open(args.out, "w") as f:
-        f.write(text)
+    _machine.write(args.out, text)
 
 
 if __name__ == "__main__":

@@ -395,9 +395,7 @@ def main():
             data["part4"] = pool.submit(part4).result()
         with open(store, "w") as f:
             json.dump(data, f, indent=1)
-    with open(args.out, "w") as f:
-        f.write(report(data))
-    print(report(data))
+    _machine.write(args.out, report(data))
 
 
 if __name__ == "__main__":

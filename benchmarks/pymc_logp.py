@@ -4,8 +4,9 @@ A logistic regression (100 rows, 3 weights) and a linear regression (50 rows, 5 
 each written in NumPyro and in PyMC, as ``jit(vmap(value_and_grad(log joint)))`` over 512
 particles in float64: NumPyro's density, PyMC's through ``pymc.sampling.jax.get_jaxified_graph``
 and PyMC's through the adapter's ``jaxified_graph`` (the same, plus the Bernoulli and
-matrix-vector rewrites of ``ppl_hais.adapters.pymc.rewrites``). The three are timed in alternation, so load on the
-machine falls on all of them alike; the median of the rounds is reported.
+matrix-vector rewrites of ``ppl_hais.adapters.pymc.rewrites``). The three are timed in
+alternation, so load on the machine falls on all of them alike; the median of the rounds is
+reported.
 
     python benchmarks/pymc_logp.py --out docs/pymc_logp.md
 """
@@ -102,9 +103,7 @@ def main():
             f"{us['pymc'] / us['numpyro']:.2f} | {us['adapter'] / us['numpyro']:.2f} |"
         )
         print(lines[-1], flush=True)
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

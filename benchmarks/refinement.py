@@ -302,8 +302,7 @@ def main():
         data["part3"] = part3(net, rec, test)
         data["part4"] = part4()
         json.dump(data, open(json_path, "w"), indent=1)
-    open(args.out, "w").write(report(data))
-    print(open(args.out).read())
+    _machine.write(args.out, report(data))
 
 
 if __name__ == "__main__":

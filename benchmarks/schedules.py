@@ -117,8 +117,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        _machine.write(args.out, text)
 
 
 def badly_scaled():

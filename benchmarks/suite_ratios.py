@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 
+import _machine
+
 METHODS = ("numpyro", "pymc", "blackjax", "blackjax-long")
 
 
@@ -70,9 +72,7 @@ def main():
         at = ("more right runs" if ours[0] > peer[0]
               else "as many" if ours[0] == peer[0] else "fewer")  # fmt: skip
         lines.append(f"| {m} | " + " | ".join(cells) + f" | {ours[2] / peer[2]:.1f}× | {at} |")
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -215,9 +215,7 @@ def write(args, y, truth, rows, right, probs):
         "111 × 111 (one switchpoint, written per year) or 111 × 111 (two, in sufficient "
         "statistics) terms per particle.",
     ]
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

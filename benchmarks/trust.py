@@ -377,9 +377,7 @@ def write(args, rows, cmp):
             f"{cmp['seeds']} seeds; median probability of the true model "
             f"{cmp['prob']:.3f}; a warning fired in {cmp['warned']} seeds.",
         ]
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

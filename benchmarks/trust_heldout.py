@@ -110,9 +110,7 @@ def main():
         )
         print(lines[-1], flush=True)
     lines += ["", f"Silent misses: {silent_total} of {total} runs."]
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    _machine.write(args.out, lines)
 
 
 if __name__ == "__main__":

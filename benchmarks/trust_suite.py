@@ -442,9 +442,7 @@ def write(args, rows):
         f"{sum(r['n'] for r in rows)} runs: {sum(r['silent'] for r in rows)} silent misses; "
         f"{false} false alarms of {right} right runs ({false / max(right, 1):.1%}).",
     ]
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", args.out)
+    _machine.write(args.out, lines)
 
 
 def main():
