@@ -219,6 +219,8 @@ def test_chains_and_arviz():
     assert h.get_samples(group_by_chain=True)["mu"].shape == (2, 64, 2)
     ev, se = ph.compare.evidence_of(idata)
     assert ev == pytest.approx(h.log_evidence) and se == pytest.approx(h.log_evidence_se)
+    with pytest.raises(AttributeError, match=r"hais\.to_arviz\(\)"):  # not a bare miss
+        az.from_numpyro(h)
 
 
 def test_nested_sampler_style_draws_and_weighted_samples():

@@ -151,6 +151,20 @@ class HAIS:
         self.evidence = None
         self._samples = None
 
+    # az.from_numpyro reads ``num_samples`` (ArviZ 0.x, of an MCMC) or ``sample_dims`` (ArviZ
+    # 1.x, of an inference adapter whose get_samples() groups by chain); get_samples() keeps
+    # MCMC's flat default, so neither reading fits: the error says what does
+    @property
+    def sample_dims(self):
+        raise AttributeError(
+            "az.from_numpyro does not take a phn.HAIS (ArviZ reads it as an MCMC, or on ArviZ "
+            ">= 1 as an inference adapter whose get_samples() groups draws by chain): use "
+            "hais.to_arviz(), which gives the posterior, sample_stats with the evidence, "
+            "log_likelihood and observed_data"
+        )
+
+    num_samples = sample_dims
+
     # -- running
     def run(self, rng_key, *args, extra_fields=(), init_params=None, **kwargs):
         """Anneal from the initial distribution to the posterior of ``model(*args, **kwargs)``.
