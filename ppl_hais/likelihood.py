@@ -171,7 +171,6 @@ def generative_log_likelihood(
                 jnp.full(len(pilot_betas), log_step0),
                 num_particles=num_pilot_particles,
                 adapt_target=target_accept,
-                record=True,
                 adapt_scale=True,
             )
             ref_log_step = pilot.log_steps[PILOT_WARMUP - 1 : len(pilot_betas) - 1]

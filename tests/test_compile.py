@@ -41,20 +41,21 @@ def executables(monkeypatch):
 def test_new_number_of_temperatures_compiles_nothing(executables):
     target = _target()
     exact = 2 * np.log(3 * np.sqrt(2 * np.pi))
-    opts = dict(num_particles=64, progress_bar=False)
-    first = ph.hais(jax.random.key(0), target, num_steps=300, **opts)
-    after_first = executables()
-    assert after_first == 2  # the pilot and the main run
-    for n in (37, 1000, 4321):  # fewer temperatures than bins, the default, many
-        res = ph.hais(jax.random.key(1), target, num_steps=n, **opts)
-        assert res.settings["num_steps"] == n
-        # the trace: num_bins (100) rows, or one per bin of the scan when N is smaller
-        assert len(res.trace.beta) == min(-(-n // BIN_STEPS), 100)
-        assert abs(res.log_z - exact) < 5 * res.log_z_se + 0.1
-    assert executables() == after_first
-    # and a named schedule of another length reuses them too
-    ph.hais(jax.random.key(2), target, num_steps=777, schedule="linear", **opts)
-    assert executables() == after_first
+    opts = dict(num_particles=128, progress_bar=False)
+    with execution.using_cores(1):  # two groups of 64 particles, the pilot's size
+        first = ph.hais(jax.random.key(0), target, num_steps=300, **opts)
+        after_first = executables()
+        assert after_first == 1  # the pilot and the main run's groups: one program
+        for n in (37, 1000, 4321):  # fewer temperatures than bins, the default, many
+            res = ph.hais(jax.random.key(1), target, num_steps=n, **opts)
+            assert res.settings["num_steps"] == n
+            # the trace: num_bins (100) rows, or one per bin of the scan when N is smaller
+            assert len(res.trace.beta) == min(-(-n // BIN_STEPS), 100)
+            assert abs(res.log_z - exact) < 5 * res.log_z_se + 0.1
+        assert executables() == after_first
+        # and a named schedule of another length reuses them too
+        ph.hais(jax.random.key(2), target, num_steps=777, schedule="linear", **opts)
+        assert executables() == after_first
     assert abs(first.log_z - exact) < 5 * first.log_z_se + 0.1
 
 
@@ -66,7 +67,7 @@ def test_padded_schedule_matches_unpadded():
     target, kernel = _target(), ph.hais_kernel()
     betas = ph.sigmoid_schedule(150)
     log_step = np.full(151, np.log(0.3))
-    opts = dict(num_particles=16, record=True, adapt_target=0.9)
+    opts = dict(num_particles=16, adapt_target=0.9)
     bare = anneal(jax.random.key(3), target, kernel, jnp.asarray(betas), log_step, **opts)
     pad = anneal(jax.random.key(3), target, kernel, jnp.asarray(execution.padded(betas)),
                  execution.padded(log_step), num_steps=150, **opts)  # fmt: skip

@@ -307,15 +307,19 @@ def test_repeat_calls_reuse_compilation_and_follow_set_data():
 
 def test_cores_sets_the_particle_groups(monkeypatch):
     """``cores=`` is pm.sample_smc's keyword: here it sets how many cores the particles are
-    split over (two groups per core), for this call only."""
+    split over (groups of the pilot's 64 particles where that gives two to eight per core,
+    else two per core), for this call only."""
     from ppl_hais.annealing import execution
 
     monkeypatch.delenv("PPL_HAIS_CPU_THREADS", raising=False)  # the suite's cap of 1 group
     with execution.using_cores(1):
-        assert execution.num_groups(512) == 2
+        assert execution.num_groups(1000) == 2 and execution.num_groups(512) == 8
         with execution.using_cores(3):
-            assert execution.num_groups(512) == 4  # 6 groups would not divide 512
-        assert execution.num_groups(512) == 2
+            assert execution.num_groups(1000) == 5  # 6 groups would not divide 1000
+            assert execution.num_groups(512) == 8  # of 64, as the pilot
+        with execution.using_cores(8):
+            assert execution.num_groups(512) == 16  # 8 groups of 64 would leave cores idle
+        assert execution.num_groups(1000) == 2
     seen = []
     real = execution.num_groups
     monkeypatch.setattr(execution, "num_groups",

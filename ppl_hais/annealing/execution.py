@@ -27,17 +27,20 @@ from .scan import anneal
 
 
 @lru_cache(maxsize=32)
-def compiled(structure, kernel, *, num_particles, adapt_target, record, adapt_scale):
+def compiled(structure, kernel, *, num_particles):
     """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
     target's arrays (a model's data, a Gaussian's mean) are arguments, so a new target of the
     same structure and shapes reuses the compiled code. The progress callback is always
     compiled in (paced by time, :func:`~ppl_hais.progress.pace`; a run id with or without a
     bar), so switching the bar does not recompile.
-    The number of temperatures is an argument too (the schedule comes :func:`padded`), so a new
-    budget or schedule reuses it as well."""
+    The number of temperatures is an argument too (the schedule comes :func:`padded`), and so
+    are the pilot's adaptation switches (``adapt_target``: NaN off; ``adapt_scale``), so a new
+    budget or schedule, a pilot, a main run's particle group and the bias check's reverse
+    anneal of ``num_particles`` particles all run one program (:data:`GROUP_PARTICLES`)."""
 
     def run(
-        arrays, rng_key, betas, num_steps, log_step, run_id, positions, offset, scale_ref
+        arrays, rng_key, betas, num_steps, log_step, run_id, positions, offset, scale_ref,
+        adapt_target, adapt_scale,
     ):  # fmt: skip
         return anneal(
             rng_key,
@@ -48,7 +51,6 @@ def compiled(structure, kernel, *, num_particles, adapt_target, record, adapt_sc
             num_particles=num_particles,
             num_steps=num_steps,
             adapt_target=adapt_target,
-            record=record,
             progress=run_id,
             positions=positions,
             particle_offset=offset,
@@ -116,14 +118,23 @@ def using_cores(cores: int | None):
         _CORES.reset(token)
 
 
+GROUP_PARTICLES = 64  # the pilot's particles, and a main run's group where that fits the cores
+
+
 def num_groups(num_particles):
-    """How many particle groups the main run splits into: two per CPU core.
+    """How many particle groups the main run splits into: groups of ``GROUP_PARTICLES`` (the
+    pilot's size, so the pilot, the main run and the bias check's reverse anneal share one
+    compiled program) where that gives two to eight groups per CPU core, else two groups per
+    core.
 
     XLA runs one vmapped scan on about one core, and part of each step waits on small
     thread-pool tasks (fusions XLA splits across threads, YNNPACK calls); independent groups
     dispatched from threads fill those gaps. Two groups per core beat one per core by
-    1.1–1.4× (regressions and funnel, 256–512 particles, 2 cores; docs/groups.md). Groups
-    keep ≥ 32 particles and divide the population evenly; on an accelerator one batch is best.
+    1.1–1.4× (regressions and funnel, 256–512 particles, 2 cores; docs/groups.md); four per
+    core (8 groups of 64) ran within ±10% of two (0.12 against 0.12 s, 0.41 against 0.43 s,
+    0.12 against 0.11 s on a 5-D and a 20-D regression and the 10-D funnel, 512 particles ×
+    1000 temperatures, 2 cores, 2026-11-26). Otherwise groups keep ≥ 32 particles and divide
+    the population evenly; on an accelerator one batch is best.
     :func:`using_cores` sets the number of cores; the environment variable
     ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where processes already share the
     cores, as under ``pytest -n``).
@@ -140,6 +151,9 @@ def num_groups(num_particles):
     cap = os.environ.get("PPL_HAIS_CPU_THREADS")
     if cap:
         most = min(most, max(1, int(cap)))
+    pilot_sized = num_particles // GROUP_PARTICLES
+    if num_particles % GROUP_PARTICLES == 0 and most <= pilot_sized <= 4 * most:
+        return pilot_sized
     for groups in range(min(most, num_particles // 32), 1, -1):
         if num_particles % groups == 0:
             return groups
@@ -198,11 +212,12 @@ def run(
     adapt_scale=False,
     devices=None,
 ):
-    """Run :func:`anneal` compiled. A main run (no adaptation, no recording) over several
+    """Run :func:`anneal` compiled. A main run (not a pilot: ``record`` unset) over several
     ``devices`` has its particles sharded across them (one program, XLA's partitioner adds the
     collectives); on one CPU device it is split into particle groups dispatched from threads.
     Particle i draws the same random numbers either way, so neither split changes the result
-    beyond floating-point rounding."""
+    beyond floating-point rounding. A pilot (``record``) runs as one population: its
+    adaptation reads the whole population."""
     num_steps = len(betas) - 1
     num_particles = positions.shape[0]
     main = adapt_target is None and not record
@@ -215,23 +230,16 @@ def run(
     groups = num_groups(num_particles) if main else 1
     size = num_particles // groups
     structure, arrays = split(target)
-    fn = compiled(
-        structure,
-        kernel,
-        num_particles=size,
-        adapt_target=adapt_target,
-        record=record,
-        adapt_scale=adapt_scale,
-    )
-    if scale_ref is not None:
-        scale_ref = _scale_args(scale_ref)
+    fn = compiled(structure, kernel, num_particles=size)
+    scale_ref = _scale_args(scale_ref, positions.shape[-1])
+    switches = _switches(adapt_target, adapt_scale)
     # each group is paced on its own clock; only the first moves the progress bar
     run_ids = [open_run(num_steps, desc, bar=progress_bar and g == 0) for g in range(groups)]
     args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step))
 
     def group(g):
         chunk = positions[g * size : (g + 1) * size]
-        out = fn(arrays, *args, run_ids[g], chunk, g * size, scale_ref)
+        out = fn(arrays, *args, run_ids[g], chunk, g * size, scale_ref, *switches)
         return jax.block_until_ready(out)
 
     try:
@@ -262,10 +270,20 @@ def _schedule_args(betas, ref_betas, ref_log_step):
 SCALE_POINTS = 128  # the pilot's per-bin scale is given at ≤ num_bins (100) points
 
 
-def _scale_args(scale_ref):
+def _scale_args(scale_ref, dim):
+    """The pilot's per-bin scale padded to ``SCALE_POINTS`` knots; scale 1 where none."""
+    if scale_ref is None:
+        scale_ref = (np.array([0.0, 1.0]), np.zeros((2, dim)))
     ref_betas, log_scale = (np.asarray(a, float) for a in scale_ref)
     length = max(SCALE_POINTS, len(ref_betas))
     return jnp.asarray(padded(ref_betas, length)), jnp.asarray(padded(log_scale, length))
+
+
+def _switches(adapt_target, adapt_scale):
+    """The pilot's adaptation switches as arguments of the compiled scan (NaN: no step-size
+    adaptation)."""
+    target = np.nan if adapt_target is None else float(adapt_target)
+    return jnp.asarray(target, jnp.result_type(float)), jnp.asarray(bool(adapt_scale))
 
 
 def _finish(out, num_steps, num_bins):
@@ -323,24 +341,17 @@ def _run_sharded(
     sharded = NamedSharding(mesh, PartitionSpec("particles"))
     replicated = NamedSharding(mesh, PartitionSpec())
     structure, arrays = split(target)
-    fn = compiled(
-        structure,
-        kernel,
-        num_particles=num_particles,
-        adapt_target=None,
-        record=False,
-        adapt_scale=adapt_scale,
-    )
+    fn = compiled(structure, kernel, num_particles=num_particles)
     put = lambda x: _global(x, replicated)  # noqa: E731
-    if scale_ref is not None:
-        scale_ref = tuple(put(a) for a in _scale_args(scale_ref))
+    scale_ref = tuple(put(a) for a in _scale_args(scale_ref, positions.shape[-1]))
+    switches = [put(a) for a in _switches(None, adapt_scale)]
     run_id = open_run(len(betas) - 1, desc, bar=progress_bar)
     schedule = [put(a) for a in _schedule_args(betas, ref_betas, ref_log_step)]
 
     def call():
         out = fn(
             [put(a) for a in arrays], put(rng_key), *schedule, run_id,
-            _global(jnp.asarray(positions), sharded), 0, scale_ref,
+            _global(jnp.asarray(positions), sharded), 0, scale_ref, *switches,
         )  # fmt: skip
         return jax.block_until_ready(out)
 

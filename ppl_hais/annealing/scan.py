@@ -88,11 +88,11 @@ class AnnealOutput(NamedTuple):
     log_z: Any  # per bin: log mean weight at the bin's end (without log Z_initial)
     bin_beta: Any  # per bin: β at its last temperature
     bin_count: Any  # per bin: temperatures in it (0: past β_N); None once merged
-    log_steps: Any  # with ``record``: per temperature log(step size), else None
-    log_ratio_sd: Any  # with ``record``: per temperature spread of the log ratio, else None
+    log_steps: Any  # per temperature log(step size) (in bins of BIN_STEPS)
+    log_ratio_sd: Any  # per temperature spread of the log ratio over the particles
     gradients: Any  # (3,) per particle: own (mean), executed (max), integer moves taken
-    scale_betas: Any  # with ``adapt_scale``: per bin mean β, else None
-    log_scale: Any  # with ``adapt_scale``: per bin log scale per coordinate, else None
+    scale_betas: Any  # per bin mean β
+    log_scale: Any  # per bin mean log scale per coordinate (measured with ``adapt_scale``)
     particles_per_device: Any = None  # set by execution.run: rows per device
 
 
@@ -113,7 +113,6 @@ def anneal(
     num_particles: int,
     num_steps=None,
     adapt_target=None,
-    record=False,
     progress=None,
     positions=None,
     particle_offset=0,
@@ -128,9 +127,12 @@ def anneal(
 
     ``log_step[n]`` is log(step size) at ``betas[n]`` (e.g. the pilot's, interpolated at the
     schedule's βs, :func:`~ppl_hais.annealing.execution.run`). With ``adapt_target`` set (the
-    pilot), an offset on log(step size) follows the population's mean acceptance; with
-    ``record`` the per-step log(step size) and the spread (standard deviation over particles)
+    pilot; NaN or None: off), an offset on log(step size) follows the population's mean
+    acceptance. The per-step log(step size) and the spread (standard deviation over particles)
     of the log likelihood ratio are returned.
+    ``adapt_target`` and ``adapt_scale`` may be traced values, so one compiled program serves
+    the pilot (adapting), the main run and the bias check's reverse anneal alike
+    (:func:`~ppl_hais.annealing.execution.compiled`).
     ``progress`` is a run id (:func:`~ppl_hais.progress.open_run`, with or without a bar): the
     end of a bin calls the host about every ``progress.TICK_SECONDS`` of measured time
     (:func:`~ppl_hais.progress.pace`; a host callback costs 0.05–0.4 ms, so not every bin), and
@@ -155,6 +157,7 @@ def anneal(
     """
     if num_steps is None:
         num_steps = betas.shape[0] - 1
+    adapt_target = jnp.nan if adapt_target is None else adapt_target
     key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
     dtype = jnp.result_type(float)
     if positions is None:
@@ -167,15 +170,22 @@ def anneal(
     step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None, None))
     dim = positions.shape[-1]
 
-    def coordinate_scale(states, beta):
-        if adapt_scale:
-            pot = states.potential
-            grad = None if pot.grad_ratio is None else pot.grad(beta)
-            return _population_log_scale(states.position, grad)
+    def measured_scale(states, beta):
+        pot = states.potential
+        grad = None if pot.grad_ratio is None else pot.grad(beta)
+        return _population_log_scale(states.position, grad)
+
+    def given_scale(states, beta):
         if scale_ref is None:
             return jnp.zeros(dim, dtype)
         b, log_s = scale_ref
         return jax.vmap(lambda col: jnp.interp(beta, b, col), in_axes=1)(log_s)
+
+    def coordinate_scale(states, beta):
+        if isinstance(adapt_scale, bool):
+            return (measured_scale if adapt_scale else given_scale)(states, beta)
+        # a select, not a cond: both are O(P·D), and a cond splits the step's fusions
+        return jnp.where(adapt_scale, measured_scale(states, beta), given_scale(states, beta))
 
     def temperature(inner, xs):
         n, active = xs  # a temperature past β_N (the last bin's padding) changes nothing
@@ -193,9 +203,8 @@ def anneal(
         states = jax.tree.map(lambda new, old: jnp.where(active, new, old), moved, carry.states)
         on = jnp.asarray(active, dtype)
         mean_acc = jnp.mean(info.acceptance_rate)
-        offset = carry.offset
-        if adapt_target is not None:
-            offset = offset + on * ADAPT_RATE * (mean_acc - adapt_target)
+        adapting = jnp.isfinite(adapt_target)
+        offset = carry.offset + jnp.where(adapting, on * ADAPT_RATE * (mean_acc - adapt_target), 0)
         nonfinite = carry.nonfinite + jnp.where(active, jnp.sum(~info.is_finite), 0).astype(
             jnp.int32
         )
@@ -207,11 +216,11 @@ def anneal(
         sums = BinSums(
             sums.acceptance + on * mean_acc,
             sums.step_size + on * step_size,
-            sums.log_scale + on * log_scale if adapt_scale else sums.log_scale,
-            sums.beta + on * beta if adapt_scale else sums.beta,
+            sums.log_scale + on * log_scale,
+            sums.beta + on * beta,
         )
         inner = (Carry(states, log_w, offset, nonfinite, grads), sums)
-        return inner, ((step_log, _finite_std(states.potential.log_ratio)) if record else None)
+        return inner, (step_log, _finite_std(states.potential.log_ratio))
 
     # Bins of BIN_STEPS temperatures, as many as N needs, under a while loop: N is data, so one
     # compiled program serves every number of temperatures up to the schedule's length. A bin
@@ -221,18 +230,17 @@ def anneal(
     num_bins_used = (num_steps + BIN_STEPS - 1) // BIN_STEPS
     zero = jnp.zeros((), dtype)
     zeros = lambda *shape: jnp.zeros((max_bins, *shape), dtype)  # noqa: E731
-    scale_dim = dim if adapt_scale else 0
     summaries0 = Summaries(
-        zeros(), zeros(), zeros(), zeros(), zeros(), zeros(scale_dim), zeros(),
+        zeros(), zeros(), zeros(), zeros(), zeros(), zeros(dim), zeros(),
         jnp.zeros(max_bins, jnp.int32),
     )  # fmt: skip
-    rec0 = (zeros(BIN_STEPS), zeros(BIN_STEPS)) if record else ()
+    rec0 = (zeros(BIN_STEPS), zeros(BIN_STEPS))
 
     def bin_(loop):
         b, carry, summaries, rec, due = loop
         first = b * BIN_STEPS + 1
         n = first + jnp.arange(BIN_STEPS)
-        sums = BinSums(zero, zero, jnp.zeros(scale_dim, dtype), zero)
+        sums = BinSums(zero, zero, jnp.zeros(dim, dtype), zero)
         (carry, sums), per_step = jax.lax.scan(temperature, (carry, sums), (n, n <= num_steps))
         count = jnp.minimum(num_steps - first + 1, BIN_STEPS)
         per = count.astype(dtype)
@@ -243,8 +251,7 @@ def anneal(
             sums.log_scale / per, sums.beta / per, count,
         )  # fmt: skip
         summaries = jax.tree.map(lambda buf, v: buf.at[b].set(v), summaries, row)
-        if record:
-            rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
+        rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
         if progress is not None:  # the progress bar, and where Ctrl-C stops the scan
             due = pace(progress, first + count - 1, due)
         return b + 1, carry, summaries, rec, due
@@ -277,11 +284,11 @@ def anneal(
         log_z=log_z,
         bin_beta=bin_beta,
         bin_count=bin_count,
-        log_steps=rec[0].reshape(-1) if record else None,
-        log_ratio_sd=rec[1].reshape(-1) if record else None,
+        log_steps=rec[0].reshape(-1),
+        log_ratio_sd=rec[1].reshape(-1),
         gradients=grads,
-        scale_betas=bin_mean_beta if adapt_scale else None,
-        log_scale=bin_log_scale if adapt_scale else None,
+        scale_betas=bin_mean_beta,
+        log_scale=bin_log_scale,
     )
 
 
