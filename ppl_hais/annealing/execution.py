@@ -34,7 +34,7 @@ def compiled(structure, kernel, *, num_particles):
     compiled in (paced by time, :func:`~ppl_hais.progress.pace`; a run id with or without a
     bar), so switching the bar does not recompile.
     The number of temperatures is an argument too (the schedule comes :func:`padded`), and so
-    are the pilot's adaptation switches (``adapt_target``: NaN off; ``adapt_scale``), so a new
+    are the pilot's adaptation switches (``adapt_target``: −1 off; ``adapt_scale``), so a new
     budget or schedule, a pilot, a main run's particle group and the bias check's reverse
     anneal of ``num_particles`` particles all run one program (:data:`GROUP_PARTICLES`)."""
 
@@ -283,9 +283,10 @@ def _scale_args(scale_ref, dim):
 
 
 def _switches(adapt_target, adapt_scale):
-    """The pilot's adaptation switches as arguments of the compiled scan (NaN: no step-size
-    adaptation)."""
-    target = np.nan if adapt_target is None else float(adapt_target)
+    """The pilot's adaptation switches as arguments of the compiled scan (−1: no step-size
+    adaptation; not NaN, which a multi-process run's check that every process passes the same
+    value would fail)."""
+    target = -1.0 if adapt_target is None else float(adapt_target)
     return jnp.asarray(target, jnp.result_type(float)), jnp.asarray(bool(adapt_scale))
 
 

@@ -127,8 +127,8 @@ def anneal(
 
     ``log_step[n]`` is log(step size) at ``betas[n]`` (e.g. the pilot's, interpolated at the
     schedule's βs, :func:`~ppl_hais.annealing.execution.run`). With ``adapt_target`` set (the
-    pilot; NaN or None: off), an offset on log(step size) follows the population's mean
-    acceptance. The per-step log(step size) and the spread (standard deviation over particles)
+    pilot; None or a negative value: off), an offset on log(step size) follows the population's
+    mean acceptance. The per-step log(step size) and the spread (standard deviation over particles)
     of the log likelihood ratio are returned.
     ``adapt_target`` and ``adapt_scale`` may be traced values, so one compiled program serves
     the pilot (adapting), the main run and the bias check's reverse anneal alike
@@ -157,7 +157,7 @@ def anneal(
     """
     if num_steps is None:
         num_steps = betas.shape[0] - 1
-    adapt_target = jnp.nan if adapt_target is None else adapt_target
+    adapt_target = -1.0 if adapt_target is None else adapt_target
     key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
     dtype = jnp.result_type(float)
     if positions is None:
@@ -203,7 +203,7 @@ def anneal(
         states = jax.tree.map(lambda new, old: jnp.where(active, new, old), moved, carry.states)
         on = jnp.asarray(active, dtype)
         mean_acc = jnp.mean(info.acceptance_rate)
-        adapting = jnp.isfinite(adapt_target)
+        adapting = adapt_target >= 0
         offset = carry.offset + jnp.where(adapting, on * ADAPT_RATE * (mean_acc - adapt_target), 0)
         nonfinite = carry.nonfinite + jnp.where(active, jnp.sum(~info.is_finite), 0).astype(
             jnp.int32
