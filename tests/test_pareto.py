@@ -25,12 +25,9 @@ def _arviz_khat(lw):
     except ImportError:  # ArviZ 0.x
         import arviz as az
 
-        return float(az.psislw(lw)[1]), tail_length(lw.size)
-    # arviz_stats smooths the negated input (LOO's log likelihood) and cuts floor(3√S) weights
-    # (floor(S/5) at S ≤ 225)
-    size = lw.size
-    length = int(math.floor(3 * math.sqrt(size)) if size > 225 else math.floor(size / 5))
-    return float(array_stats.psislw(-lw)[1]), length
+        return float(az.psislw(lw)[1]), math.ceil(min(lw.size / 5, 3 * math.sqrt(lw.size)))
+    # arviz_stats smooths the negated input (LOO's log likelihood); its tail is ours
+    return float(array_stats.psislw(-lw)[1]), tail_length(lw.size)
 
 
 @pytest.mark.parametrize("kind", ["lognormal", 0.2, 0.6, 0.95])
@@ -43,16 +40,17 @@ def test_khat_is_arvizs_at_arvizs_tail_length(kind, size):
 
 @pytest.mark.parametrize("k", [0.2, 0.5, 0.9])
 def test_khat_recovers_a_known_tail(k):
-    # 4000 weights: a tail of 190; the shape's MLE has sd (1 + k)/√190 ≈ 0.09–0.14, and the
+    # 4000 weights: a tail of 189; the shape's MLE has sd (1 + k)/√189 ≈ 0.09–0.14, and the
     # prior's 10 pseudo-observations at ½ move it by at most 0.02
     lw = _weights(k, 4000, seed=int(100 * k))
     sd = (1 + k) / math.sqrt(tail_length(4000))
     assert abs(diagnostics.pareto_khat(lw) - k) < 4 * sd + 0.02
 
 
-def test_khat_tail_length_is_psis():
-    assert tail_length(512) == 68  # ⌈3√512⌉
-    assert tail_length(100) == 20  # ⌈100/5⌉
+def test_khat_tail_length_is_arviz_1s():
+    assert tail_length(512) == 67  # ⌊3√512⌋
+    assert tail_length(100) == 20  # ⌊100/5⌋
+    assert tail_length(4000) == 189
 
 
 def test_rank_correlation_matches_scipy_with_ties():
