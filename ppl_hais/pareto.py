@@ -32,8 +32,8 @@ PRIOR_B = 3  # the spread of Zhang & Stephens' grid over θ
 def tail_length(num_weights: int) -> int:
     """How many of the largest weights the tail fit uses: ⌊3√S⌋ above 225 weights, ⌊S/5⌋ below
     (PSIS with relative efficiency 1, as ArviZ 1.x cuts it; ArviZ 0.x and ``loo`` round up,
-    one weight more at S = 512). The trust checks' thresholds were calibrated on ArviZ 1.x's
-    k̂: with the other rounding one run of the trust suite's funnel slipped under them."""
+    one weight more at S = 512): the trust checks' thresholds were calibrated on ArviZ 1.x's
+    k̂."""
     if num_weights > 225:
         return int(np.floor(3.0 * np.sqrt(num_weights)))
     return int(np.floor(num_weights / 5.0))
