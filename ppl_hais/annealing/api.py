@@ -32,7 +32,7 @@ from ..result import AISResult, AnnealingTrace
 from ..schedules import adaptive_schedule, make_schedule
 from ..target import AnnealingTarget
 from .bias import check_bias, needs_check, with_bias
-from .execution import initial_sampler, resolve_devices, run
+from .execution import GROUP_PARTICLES, initial_sampler, resolve_devices, run
 from .kernels import HAISOptions, TransitionKernel, mixed_kernel
 from .pilot import Pilot, survey
 
@@ -50,7 +50,7 @@ def ais(
     schedule="adaptive",
     step_size="auto",
     target_accept: float | None = None,
-    num_pilot_particles: int = 64,
+    num_pilot_particles: int = GROUP_PARTICLES,
     num_pilot_steps: int = 1000,
     adapt_mass_matrix: bool = True,
     bidirectional: bool = False,

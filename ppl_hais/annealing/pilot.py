@@ -23,7 +23,7 @@ from ..precision import float64
 from ..result import AnnealingError
 from ..schedules import make_schedule
 from ..target import AnnealingTarget
-from .execution import initial_sampler, run
+from .execution import GROUP_PARTICLES, initial_sampler, run
 from .kernels import TransitionKernel
 
 PILOT_WARMUP = 100  # pilot steps at beta = 0 before annealing starts
@@ -130,7 +130,7 @@ def survey(
     kernel: TransitionKernel,
     *,
     positions=None,
-    num_pilot_particles: int = 64,
+    num_pilot_particles: int = GROUP_PARTICLES,
     num_steps: int = 1000,
     schedule="adaptive",
     step_size="auto",
