@@ -135,9 +135,10 @@ def num_groups(num_particles):
     against 0.43 s, 0.12 against 0.11 s on a 5-D and a 20-D regression and the 10-D funnel, 512
     particles × 1000 temperatures, 2 cores, 2026-11-26; a scratch A/B, not a committed script),
     but whole warm NumPyro calls of small models paid for the groups' per-step overhead
-    (+0.01–0.04 s on a 0.1 s regression); what it buys is one compiled program fewer in every first call (about 1.1 s to compile, 0.3 s
-    to trace, lower and read back from the persistent cache). Otherwise groups keep ≥ 32
-    particles and divide the population evenly; on an accelerator one batch is best.
+    (+0.01–0.04 s on a 0.1 s regression); what it buys is one compiled program fewer in every
+    first call (about 1.1 s to compile, 0.3 s to trace, lower and read back from the persistent
+    cache). Otherwise groups keep ≥ 32 particles and divide the population evenly; on an
+    accelerator one batch is best.
     :func:`using_cores` sets the number of cores; the environment variable
     ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where processes already share the
     cores, as under ``pytest -n``).
