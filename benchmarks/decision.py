@@ -39,7 +39,8 @@ def walk(rungs, before=False):
         lag, outside = (np.nanmax(r[f]) if np.isfinite(r[f]).any() else float("nan")
                         for f in ("lag", "outside"))  # fmt: skip
         rung = ladder.Rung(r["num_steps"], r["log_z"], r["se"], tuple(checks), gap,
-                           r["gradients"], r["seconds"], lag, outside=outside)  # fmt: skip
+                           r["gradients"], r["seconds"], lag, outside=outside,
+                           bias_gap_se=gap_se)  # fmt: skip
         if not before and ladder.clears(trajectory + [rung]):
             se = ladder.cleared_se(trajectory + [rung], r["se_delta"])
             rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)

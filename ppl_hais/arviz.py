@@ -176,7 +176,8 @@ def sample_stats_dataset(
         data["log_marginal_likelihood_reverse"] = xr.DataArray(bias.log_z_upper)
         data["bias_gap"] = xr.DataArray(bias.gap)
         data["bias_gap_se"] = xr.DataArray(bias.gap_se)
-    for field in ("num_steps", "log_z", "log_z_se", "bias_gap", "gradients", "wall_time"):
+    fields = ("num_steps", "log_z", "log_z_se", "bias_gap", "bias_gap_se", "gradients", "wall_time")
+    for field in fields:
         if not trajectory:
             break
         name = field.replace("log_z", "log_marginal_likelihood")

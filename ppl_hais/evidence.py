@@ -282,6 +282,7 @@ def evidence(
             steps, float(log_z), float(np.sqrt(var)), _check_names(checks),
             float("nan") if bias is None else bias.gap, int(spent), time.perf_counter() - start,
             _largest(r.lag for r in results), outside=_largest(r.outside_initial for r in results),
+            bias_gap_se=float("nan") if bias is None else bias.gap_se,
         )  # fmt: skip
         if ladder and clears(trajectory + [rung]):
             _, var_delta = diagnostics.pool(

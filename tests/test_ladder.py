@@ -150,16 +150,21 @@ def test_remaining_gap_reads_the_trajectory():
 
 def test_the_joint_decision_clears_weight_checks_only_when_independent_paths_agree():
     """A later rung that fails only the weights' checks is accepted when its bias check's
-    reverse anneal lies within 0.05 nat, the previous rung within 0.1, and its lag is below
-    0.25 and its outside fraction below 0.75; any one of them missing keeps the warning, and its
-    SE is the rungs' spread."""
+    reverse anneal lies within 0.05 nat and its gap plus 2 of its SEs within 0.1, the previous
+    rung within 0.1, and its lag is below 0.25 and its outside fraction below 0.75; any one of
+    them missing keeps the warning, and its SE is the rungs' spread."""
     nan = float("nan")
     prev = Rung(1000, -1.03, float("inf"), ("pareto_k",), nan, 10, 0.1, 0.15)
-    last = Rung(4000, -1.0, float("inf"), ("pareto_k", "lag"), 0.02, 50, 0.3, 0.18)
+    last = Rung(4000, -1.0, float("inf"), ("pareto_k", "lag"), 0.02, 50, 0.3, 0.18,
+                bias_gap_se=0.03)  # fmt: skip
     assert clears((prev, last))
     assert not clears((last,))  # one rung: nothing to agree with
     assert not clears((prev, last._replace(bias_gap=nan)))  # no bias check
     assert not clears((prev, last._replace(bias_gap=0.06)))
+    assert not clears((prev, last._replace(bias_gap_se=nan)))  # a gap of unknown noise
+    # the funnel's miss that stop 44's suite cleared: a gap of 0.048 ± 0.03 bounds nothing
+    assert not clears((prev, last._replace(bias_gap=0.048)))
+    assert clears((prev, last._replace(bias_gap=-0.048)))  # reverse below: no sign of a miss
     assert not clears((prev, last._replace(log_z=-0.9)))  # still moving
     assert not clears((prev, last._replace(lag=0.25)))  # mass neither path reached
     assert not clears((prev, last._replace(outside=0.94)))  # the experts' particles: far out
