@@ -23,7 +23,7 @@ import numpy as np
 
 import ppl_hais as ph
 from ppl_hais import validation as ex
-from ppl_hais.annealing.execution import compiled, num_groups, run
+from ppl_hais.annealing.execution import compiled, layout, run
 from ppl_hais.mcmc import fast_random
 from ppl_hais.structure import split
 
@@ -198,7 +198,7 @@ def main():
         "normals and one uniform per particle, the annealer's own generator), in the same kind "
         "of scan. The step columns are one compiled scan of all particles on one thread; "
         "'particle groups' is the HAIS main run as `ph.hais` runs it (on CPU: "
-        f"{num_groups(200)} particle group(s) at 200 particles, two per core, dispatched from "
+        f"{layout(200)[0]} particle group(s) at 200 particles, two per core, dispatched from "
         "threads).",
         "",
         "| experts | particles | vmap(value_and_grad) | limit (gradient + draws) | HAIS step "

@@ -251,22 +251,25 @@ def test_mass_matrix_on_a_badly_scaled_target(key):
 def test_particle_groups_give_the_same_weights(key, monkeypatch):
     """On CPU the main run is split into particle groups run from threads; particle i draws the
     same numbers either way, so the weights agree to rounding and the merged trace is the
-    whole population's."""
+    whole population's. Padded to whole groups (120 particles as 4 × 32, 8 of them padding),
+    the padding counts in no figure: the same weights, trace and gradients."""
     from ppl_hais.annealing import execution
 
     case = ex.correlated_gaussian(dim=3)
-    runs = {}
-    for groups in [1, 4]:
-        monkeypatch.setattr(execution, "num_groups", lambda n, g=groups: g)
-        runs[groups] = ph.hais(
-            key, case.target, num_particles=128, num_steps=300, step_size=0.3, progress_bar=False
-        )
-    one, four = runs[1], runs[4]
-    np.testing.assert_allclose(four.log_weights, one.log_weights, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(four.trace.log_z, one.trace.log_z, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(four.trace.ess, one.trace.ess, rtol=1e-7)
-    np.testing.assert_allclose(four.trace.acceptance_rate, one.trace.acceptance_rate, rtol=1e-9)
-    assert four.settings["gradients_per_particle"] == one.settings["gradients_per_particle"]
+    for num, layouts in [(128, [(1, 128), (4, 32)]), (120, [(1, 120), (4, 32)])]:
+        runs = {}
+        for groups, size in layouts:
+            monkeypatch.setattr(execution, "layout", lambda n, g=groups, s=size: (g, s))
+            runs[groups] = ph.hais(key, case.target, num_particles=num, num_steps=300,
+                                   step_size=0.3, progress_bar=False)  # fmt: skip
+        one, four = runs[1], runs[4]
+        assert four.log_weights.shape == (num,) and four.particles.shape == (num, 3)
+        np.testing.assert_allclose(four.log_weights, one.log_weights, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(four.trace.log_z, one.trace.log_z, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(four.trace.ess, one.trace.ess, rtol=1e-7)
+        np.testing.assert_allclose(four.trace.acceptance_rate, one.trace.acceptance_rate,
+                                   rtol=1e-9)  # fmt: skip
+        assert four.settings["gradients_per_particle"] == one.settings["gradients_per_particle"]
 
 
 def test_chains_in_one_call_are_slices_of_one_population():

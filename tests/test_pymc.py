@@ -308,21 +308,23 @@ def test_repeat_calls_reuse_compilation_and_follow_set_data():
 def test_cores_sets_the_particle_groups(monkeypatch):
     """``cores=`` is pm.sample_smc's keyword: here it sets how many cores the particles are
     split over (groups of the pilot's 64 particles where that gives two to eight per core,
-    else two per core), for this call only."""
+    the last one padded by at most 1/16 of the particles, else two per core), for this call
+    only."""
     from ppl_hais.annealing import execution
 
     monkeypatch.delenv("PPL_HAIS_CPU_THREADS", raising=False)  # the suite's cap of 1 group
     with execution.using_cores(1):
-        assert execution.num_groups(1000) == 2 and execution.num_groups(512) == 8
+        assert execution.layout(1000) == (2, 500) and execution.layout(512) == (8, 64)
         with execution.using_cores(3):
-            assert execution.num_groups(1000) == 5  # 6 groups would not divide 1000
-            assert execution.num_groups(512) == 8  # of 64, as the pilot
+            assert execution.layout(1000) == (16, 64)  # 24 particles of padding
+            assert execution.layout(512) == (8, 64)  # of 64, as the pilot
+            assert execution.layout(900) == (6, 150)  # 15 × 64 would pad 60 > 900 / 16
         with execution.using_cores(8):
-            assert execution.num_groups(512) == 16  # 8 groups of 64 would leave cores idle
-        assert execution.num_groups(1000) == 2
+            assert execution.layout(512) == (16, 32)  # 8 groups of 64 would leave cores idle
+        assert execution.layout(1000) == (2, 500)
     seen = []
-    real = execution.num_groups
-    monkeypatch.setattr(execution, "num_groups",
+    real = execution.layout
+    monkeypatch.setattr(execution, "layout",
                         lambda n: seen.append(execution._CORES.get()) or real(n))  # fmt: skip
     with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 1.0)

@@ -4,8 +4,8 @@ and the merge of their outputs.
 Example
 -------
 >>> from ppl_hais.annealing import execution
->>> execution.num_groups(8) >= 1  # fewer than 32 particles a group: one batch
-True
+>>> execution.layout(8)  # fewer than 32 particles a group: one batch
+(1, 8)
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ def compiled(structure, kernel, *, num_particles):
     The number of temperatures is an argument too (the schedule comes :func:`padded`), and so
     are the pilot's adaptation switches (``adapt_target``: −1 off; ``adapt_scale``), so a new
     budget or schedule, a pilot, a main run's particle group and the bias check's reverse
-    anneal of ``num_particles`` particles all run one program (:data:`GROUP_PARTICLES`)."""
+    anneal of ``num_particles`` particles all run one program (:data:`GROUP_PARTICLES`), and so
+    does the count of particles that are not padding (``num_valid``)."""
 
     def run(
         arrays, rng_key, betas, num_steps, log_step, run_id, positions, offset, scale_ref,
-        adapt_target, adapt_scale,
+        adapt_target, adapt_scale, num_valid,
     ):  # fmt: skip
         return anneal(
             rng_key,
@@ -56,6 +57,7 @@ def compiled(structure, kernel, *, num_particles):
             particle_offset=offset,
             scale_ref=scale_ref,
             adapt_scale=adapt_scale,
+            num_valid=num_valid,
         )
 
     return jax.jit(run)
@@ -119,13 +121,16 @@ def using_cores(cores: int | None):
 
 
 GROUP_PARTICLES = 64  # the pilot's particles, and a main run's group where that fits the cores
+PAD_LIMIT = 1 / 16  # a main run is padded to whole groups by at most this fraction of its particles
 
 
-def num_groups(num_particles):
-    """How many particle groups the main run splits into: groups of ``GROUP_PARTICLES`` (the
-    pilot's size, so the pilot, the main run and the bias check's reverse anneal share one
-    compiled program) where that gives two to eight groups per CPU core, else two groups per
-    core.
+def layout(num_particles):
+    """(groups, particles per group) of a main run: groups of ``GROUP_PARTICLES`` (the pilot's
+    size, so the pilot, the main run and the bias check's reverse anneal share one compiled
+    program) where that gives two to eight groups per CPU core, the last group padded when the
+    particles do not fill it (by at most ``PAD_LIMIT`` of them: PyMC's default 1000 particles
+    run as 16 groups of 64, 24 of them padding that no figure counts), else two groups per
+    core that divide the particles.
 
     XLA runs one vmapped scan on about one core, and part of each step waits on small
     thread-pool tasks (fusions XLA splits across threads, YNNPACK calls); independent groups
@@ -144,7 +149,7 @@ def num_groups(num_particles):
     cores, as under ``pytest -n``).
     """
     if jax.default_backend() != "cpu":
-        return 1
+        return 1, num_particles
     cores = _CORES.get()
     if cores is None:
         try:
@@ -155,20 +160,26 @@ def num_groups(num_particles):
     cap = os.environ.get("PPL_HAIS_CPU_THREADS")
     if cap:
         most = min(most, max(1, int(cap)))
-    pilot_sized = num_particles // GROUP_PARTICLES
-    if num_particles % GROUP_PARTICLES == 0 and most <= pilot_sized <= 4 * most:
-        return pilot_sized
+    pilot_sized = -(-num_particles // GROUP_PARTICLES)
+    padding = pilot_sized * GROUP_PARTICLES - num_particles
+    if most <= pilot_sized <= 4 * most and padding <= PAD_LIMIT * num_particles:
+        return pilot_sized, GROUP_PARTICLES
     for groups in range(min(most, num_particles // 32), 1, -1):
         if num_particles % groups == 0:
-            return groups
-    return 1
+            return groups, num_particles // groups
+    return 1, num_particles
 
 
-def _merge(outs):
-    """One output from the outputs of particle groups (same betas, same step sizes)."""
+_PER_PARTICLE = ("log_weights", "particles", "log_ratio", "log_initial", "start_log_initial")
+
+
+def _merge(outs, num_particles):
+    """One output from the outputs of particle groups (same betas, same step sizes), the
+    padding beyond ``num_particles`` dropped (its groups' figures never counted it)."""
+    size = outs[0].log_weights.shape[0]
+    sizes = np.clip(num_particles - size * np.arange(len(outs)), 0, size).astype(float)
     if len(outs) == 1:
-        return outs[0]
-    sizes = np.array([o.log_weights.shape[0] for o in outs], dtype=float)
+        return outs[0]._replace(**{f: getattr(outs[0], f)[:num_particles] for f in _PER_PARTICLE})
     share = sizes / sizes.sum()
     # per-bin log Ẑ and ESS of the whole population from each group's: with a_g = log Σ w_g,
     # Σw = Σ_g e^{a_g} and Σw² = Σ_g e^{2 a_g} / ESS_g
@@ -181,14 +192,10 @@ def _merge(outs):
     grads = np.stack([np.asarray(o.gradients) for o in outs])
 
     def joined(field):
-        return np.concatenate([np.asarray(getattr(o, field)) for o in outs])
+        return np.concatenate([np.asarray(getattr(o, field)) for o in outs])[:num_particles]
 
     return outs[0]._replace(
-        log_weights=joined("log_weights"),
-        particles=joined("particles"),
-        log_ratio=joined("log_ratio"),
-        log_initial=joined("log_initial"),
-        start_log_initial=joined("start_log_initial"),
+        **{f: joined(f) for f in _PER_PARTICLE},
         initial_nonfinite=sum(int(o.initial_nonfinite) for o in outs),
         num_nonfinite=sum(int(o.num_nonfinite) for o in outs),
         acceptance=np.tensordot(share, np.stack([np.asarray(o.acceptance) for o in outs]), 1),
@@ -231,8 +238,11 @@ def run(
             progress_bar=progress_bar, desc=desc, scale_ref=scale_ref, adapt_scale=adapt_scale,
             devices=devices,
         )  # fmt: skip
-    groups = num_groups(num_particles) if main else 1
-    size = num_particles // groups
+    groups, size = layout(num_particles) if main else (1, num_particles)
+    if groups * size > num_particles:  # padding: copies of the first particles (finite
+        # densities), drawing the random numbers of particles num_particles and up
+        positions = jnp.concatenate([positions, positions[: groups * size - num_particles]])
+    valid = jnp.asarray(num_particles, jnp.int32)
     structure, arrays = split(target)
     fn = compiled(structure, kernel, num_particles=size)
     scale_ref = _scale_args(scale_ref, positions.shape[-1])
@@ -243,7 +253,7 @@ def run(
 
     def group(g):
         chunk = positions[g * size : (g + 1) * size]
-        out = fn(arrays, *args, run_ids[g], chunk, g * size, scale_ref, *switches)
+        out = fn(arrays, *args, run_ids[g], chunk, g * size, scale_ref, *switches, valid)
         return jax.block_until_ready(out)
 
     try:
@@ -253,7 +263,7 @@ def run(
     finally:
         for run_id in run_ids:
             close_bar(run_id)
-    out = _finish(_merge(outs), num_steps, num_bins)._replace(
+    out = _finish(_merge(outs, num_particles), num_steps, num_bins)._replace(
         particles_per_device=[num_particles]
     )
     _check_initial_density(out, num_particles)
@@ -357,6 +367,7 @@ def _run_sharded(
         out = fn(
             [put(a) for a in arrays], put(rng_key), *schedule, run_id,
             _global(jnp.asarray(positions), sharded), 0, scale_ref, *switches,
+            put(jnp.asarray(num_particles, jnp.int32)),
         )  # fmt: skip
         return jax.block_until_ready(out)
 

@@ -118,12 +118,17 @@ def anneal(
     particle_offset=0,
     scale_ref=None,
     adapt_scale=False,
+    num_valid=None,
 ):
     """The pure annealing run (jit- and vmap-able); returns an :class:`AnnealOutput`.
 
     ``positions`` are the P initial particles (drawn from ``target.initial`` here if None).
     ``particle_offset`` is the index of the first particle in a larger population: particle i
-    draws the random numbers of particle ``particle_offset + i``.
+    draws the random numbers of particle ``particle_offset + i``. With ``num_valid`` (may be
+    traced), particles whose index in the population is ``num_valid`` or more are padding: they
+    run, but no per-step or per-bin figure counts them (a population padded to whole groups
+    shares the groups' compiled program, :func:`~ppl_hais.annealing.execution.run`; a pilot,
+    whose measured scale would count them, is never padded).
 
     ``log_step[n]`` is log(step size) at ``betas[n]`` (e.g. the pilot's, interpolated at the
     schedule's βs, :func:`~ppl_hais.annealing.execution.run`). With ``adapt_target`` set (the
@@ -169,6 +174,14 @@ def anneal(
     carry0_initial = states.potential.log_initial
     step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None, None))
     dim = positions.shape[-1]
+    if num_valid is None:
+        valid, count_valid = jnp.ones(num_particles, bool), num_particles
+    else:
+        valid = particle_offset + jnp.arange(num_particles) < num_valid
+        count_valid = jnp.maximum(jnp.sum(valid), 1).astype(dtype)
+
+    def mean(x):  # over the particles that are not padding
+        return jnp.sum(jnp.where(valid, x, 0.0)) / count_valid
 
     def measured_scale(states, beta):
         pot = states.potential
@@ -202,17 +215,17 @@ def anneal(
         moved, info = step_vmap(keys, carry.states, target, beta, step_size, jnp.exp(log_scale))
         states = jax.tree.map(lambda new, old: jnp.where(active, new, old), moved, carry.states)
         on = jnp.asarray(active, dtype)
-        mean_acc = jnp.mean(info.acceptance_rate)
+        mean_acc = mean(info.acceptance_rate)
         adapting = adapt_target >= 0
         offset = carry.offset + jnp.where(adapting, on * ADAPT_RATE * (mean_acc - adapt_target), 0)
-        nonfinite = carry.nonfinite + jnp.where(active, jnp.sum(~info.is_finite), 0).astype(
+        nonfinite = carry.nonfinite + jnp.where(active, jnp.sum(~info.is_finite & valid), 0).astype(
             jnp.int32
         )
         # gradients per particle: a particle's own (mean) and what vmap executed (max)
         used = jnp.asarray(info.num_gradients, dtype)
         # and, for mixed_kernel, the fraction of particles whose integer move was taken
-        taken = jnp.mean(jnp.asarray(info.discrete_accepted, dtype))
-        grads = carry.grads + on * jnp.stack([jnp.mean(used), jnp.max(used), taken])
+        taken = mean(jnp.asarray(info.discrete_accepted, dtype))
+        grads = carry.grads + on * jnp.stack([mean(used), jnp.max(used), taken])
         sums = BinSums(
             sums.acceptance + on * mean_acc,
             sums.step_size + on * step_size,
@@ -220,7 +233,8 @@ def anneal(
             sums.beta + on * beta,
         )
         inner = (Carry(states, log_w, offset, nonfinite, grads), sums)
-        return inner, (step_log, _finite_std(states.potential.log_ratio))
+        spread = _finite_std(jnp.where(valid, states.potential.log_ratio, jnp.nan))
+        return inner, (step_log, spread)
 
     # Bins of BIN_STEPS temperatures, as many as N needs, under a while loop: N is data, so one
     # compiled program serves every number of temperatures up to the schedule's length. A bin
@@ -244,10 +258,10 @@ def anneal(
         (carry, sums), per_step = jax.lax.scan(temperature, (carry, sums), (n, n <= num_steps))
         count = jnp.minimum(num_steps - first + 1, BIN_STEPS)
         per = count.astype(dtype)
-        lw = jnp.where(jnp.isnan(carry.log_w), -jnp.inf, carry.log_w)
+        lw = jnp.where(jnp.isnan(carry.log_w) | ~valid, -jnp.inf, carry.log_w)
         row = Summaries(
             sums.acceptance / per, sums.step_size / per, estimators.ess(lw),
-            estimators.log_mean_exp(lw), betas[first + count - 1],
+            jax.scipy.special.logsumexp(lw) - jnp.log(count_valid), betas[first + count - 1],
             sums.log_scale / per, sums.beta / per, count,
         )  # fmt: skip
         summaries = jax.tree.map(lambda buf, v: buf.at[b].set(v), summaries, row)
@@ -269,7 +283,7 @@ def anneal(
     )
     states, log_w, _, nonfinite, grads = carry
     acc, eps, ess, log_z, bin_beta, bin_log_scale, bin_mean_beta, bin_count = summaries
-    init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial)).astype(jnp.int32)
+    init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial) & valid).astype(jnp.int32)
     return AnnealOutput(
         log_weights=log_w,
         particles=states.position,
