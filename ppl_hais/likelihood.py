@@ -23,7 +23,7 @@ import numpy as np
 from .annealing import hais
 from .annealing.kernels import hais_kernel
 from .annealing.pilot import PILOT_WARMUP, pilot_schedule
-from .annealing.scan import anneal
+from .annealing.scan import anneal, scale_knots
 from .diagnostics import (
     KHAT_UNRELIABLE,
     evidence_checks,
@@ -174,7 +174,7 @@ def generative_log_likelihood(
                 adapt_scale=True,
             )
             ref_log_step = pilot.log_steps[PILOT_WARMUP - 1 : len(pilot_betas) - 1]
-            scale_ref = (pilot.scale_betas, pilot.log_scale)
+            scale_ref = scale_knots(pilot)
         else:
             ref_log_step, scale_ref = jnp.full(2, log_step0), None
         return anneal(

@@ -304,31 +304,35 @@ def _switches(adapt_target, adapt_scale):
 def _finish(out, num_steps, num_bins):
     """Host-side: the scan's bins of ``BIN_STEPS`` temperatures merged into ``num_bins`` near-
     equal groups (means weighted by temperatures; the ESS, log Ẑ and β at a group's end), the
-    per-temperature records cut to N."""
+    measured scale's rows likewise, the per-temperature records cut to N."""
     out = type(out)(*(None if v is None else np.asarray(v) for v in out))
     count = out.bin_count
     used = int(np.sum(count > 0))
     groups = min(int(num_bins), used)
-    edges = (np.arange(groups + 1) * used) // groups
-    ends = edges[1:] - 1
-    weights = count[:used].astype(float)
-
-    def mean(x):
-        x = x[:used]
-        sums = np.add.reduceat(x * weights.reshape(-1, *[1] * (x.ndim - 1)), edges[:-1], axis=0)
-        total = np.add.reduceat(weights, edges[:-1])
-        return sums / total.reshape(-1, *[1] * (x.ndim - 1))
-
-    merged = {}
-    for k in ("acceptance", "step_size", "scale_betas", "log_scale"):
-        if getattr(out, k) is not None:
-            merged[k] = mean(getattr(out, k))
+    ends = (np.arange(1, groups + 1) * used) // groups - 1
+    weights = count.astype(float)
+    merged = {
+        k: _grouped(getattr(out, k) * weights, count, num_bins) for k in ("acceptance", "step_size")
+    }
     for k in ("ess", "log_z", "bin_beta"):
         merged[k] = getattr(out, k)[ends]
     for k in ("log_steps", "log_ratio_sd"):
         if getattr(out, k) is not None:
             merged[k] = getattr(out, k)[:num_steps]
-    return out._replace(bin_count=None, **merged)
+    merged["scale_betas"] = _grouped(out.scale_betas, out.scale_count, num_bins)
+    merged["log_scale"] = _grouped(out.log_scale, out.scale_count, num_bins)
+    return out._replace(bin_count=None, scale_count=None, **merged)
+
+
+def _grouped(sums, counts, num_bins):
+    """Rows of sums over ``counts`` temperatures each (0: an empty row) merged into at most
+    ``num_bins`` near-equal groups of consecutive rows: each group's mean."""
+    rows = counts > 0
+    n = int(rows.sum())
+    at = (np.arange(min(int(num_bins), n)) * n) // max(min(int(num_bins), n), 1)
+    total = np.add.reduceat(counts[rows].astype(float), at)
+    merged = np.add.reduceat(sums[rows], at, axis=0)
+    return merged / total.reshape(-1, *[1] * (merged.ndim - 1))
 
 
 def _run_sharded(

@@ -37,6 +37,10 @@ from .kernels import TransitionKernel
 
 ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
 BIN_STEPS = 8  # temperatures per bin of the scan; the host merges bins into ``num_bins``
+# rows of the measured scale's sums: one per bin up to this many bins (a default pilot's 1100
+# temperatures take 138), bins merged evenly beyond; bounded so that a main run, which runs the
+# same program and reads none, carries SCALE_ROWS × D floats whatever its number of temperatures
+SCALE_ROWS = 256
 
 
 class Carry(NamedTuple):
@@ -66,9 +70,15 @@ class Summaries(NamedTuple):
     ess: Any
     log_z: Any
     bin_beta: Any  # β at the bin's last temperature
-    log_scale: Any
-    scale_beta: Any  # the bin's mean β (where its mean log scale is measured)
     bin_count: Any
+
+
+class ScaleSums(NamedTuple):
+    """The measured scale's sums over temperatures, ``SCALE_ROWS`` rows of merged bins."""
+
+    beta: Any  # (SCALE_ROWS,) Σ β
+    log_scale: Any  # (SCALE_ROWS, D) Σ log scale per coordinate
+    count: Any  # (SCALE_ROWS,) temperatures summed (0: an empty row)
 
 
 class AnnealOutput(NamedTuple):
@@ -91,8 +101,9 @@ class AnnealOutput(NamedTuple):
     log_steps: Any  # per temperature log(step size) (in bins of BIN_STEPS)
     log_ratio_sd: Any  # per temperature spread of the log ratio over the particles
     gradients: Any  # (3,) per particle: own (mean), executed (max), integer moves taken
-    scale_betas: Any  # per bin mean β
-    log_scale: Any  # per bin mean log scale per coordinate (measured with ``adapt_scale``)
+    scale_betas: Any  # per scale row Σ β (``SCALE_ROWS``); once merged, each group's mean β
+    log_scale: Any  # per row Σ log scale per coordinate (``adapt_scale``); once merged, means
+    scale_count: Any  # per row: temperatures summed; None once merged
     particles_per_device: Any = None  # set by execution.run: rows per device
 
 
@@ -149,8 +160,9 @@ def anneal(
     ``(ref_betas, ref_log_scale)`` gives log(scale) per coordinate as a function of β (None:
     scale 1). With ``adapt_scale`` (the pilot) the scale is instead measured at each step from
     the population, ``(Var z / Var ∇log π_β)^(1/4)`` per coordinate (MEADS's estimator, exact
-    for a Gaussian however far the particles lag), and its bin means are returned as
-    ``scale_betas``/``log_scale``.
+    for a Gaussian however far the particles lag), and its sums over the temperatures are
+    returned in ``SCALE_ROWS`` rows (a bin each while they fit) as ``scale_betas``/``log_scale``
+    with ``scale_count``; :func:`~ppl_hais.annealing.execution.run` turns them into means.
 
     The temperatures run in bins of ``BIN_STEPS``: a ``scan`` over a bin's temperatures inside
     a ``while_loop`` over as many bins as N needs, so the per-temperature diagnostics are
@@ -245,13 +257,14 @@ def anneal(
     zero = jnp.zeros((), dtype)
     zeros = lambda *shape: jnp.zeros((max_bins, *shape), dtype)  # noqa: E731
     summaries0 = Summaries(
-        zeros(), zeros(), zeros(), zeros(), zeros(), zeros(dim), zeros(),
-        jnp.zeros(max_bins, jnp.int32),
-    )  # fmt: skip
+        zeros(), zeros(), zeros(), zeros(), zeros(), jnp.zeros(max_bins, jnp.int32)
+    )
+    scale0 = ScaleSums(jnp.zeros(SCALE_ROWS, dtype), jnp.zeros((SCALE_ROWS, dim), dtype),
+                       jnp.zeros(SCALE_ROWS, jnp.int32))  # fmt: skip
     rec0 = (zeros(BIN_STEPS), zeros(BIN_STEPS))
 
     def bin_(loop):
-        b, carry, summaries, rec, due = loop
+        b, carry, summaries, scale, rec, due = loop
         first = b * BIN_STEPS + 1
         n = first + jnp.arange(BIN_STEPS)
         sums = BinSums(zero, zero, jnp.zeros(dim, dtype), zero)
@@ -262,13 +275,17 @@ def anneal(
         row = Summaries(
             sums.acceptance / per, sums.step_size / per, estimators.ess(lw),
             jax.scipy.special.logsumexp(lw) - jnp.log(count_valid), betas[first + count - 1],
-            sums.log_scale / per, sums.beta / per, count,
+            count,
         )  # fmt: skip
         summaries = jax.tree.map(lambda buf, v: buf.at[b].set(v), summaries, row)
+        # one row per bin while they fit, else bins merged evenly into the rows
+        slot = (b * SCALE_ROWS) // jnp.maximum(num_bins_used, SCALE_ROWS)
+        scale = jax.tree.map(lambda buf, v: buf.at[slot].add(v), scale,
+                             ScaleSums(sums.beta, sums.log_scale, count))  # fmt: skip
         rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
         if progress is not None:  # the progress bar, and where Ctrl-C stops the scan
             due = pace(progress, first + count - 1, due)
-        return b + 1, carry, summaries, rec, due
+        return b + 1, carry, summaries, scale, rec, due
 
     carry = Carry(
         states,
@@ -277,12 +294,12 @@ def anneal(
         jnp.zeros((), jnp.int32),
         jnp.zeros(3, dtype),
     )
-    loop = (jnp.zeros((), jnp.int32), carry, summaries0, rec0, jnp.zeros((), jnp.int32))
-    _, carry, summaries, rec, _ = jax.lax.while_loop(
+    loop = (jnp.zeros((), jnp.int32), carry, summaries0, scale0, rec0, jnp.zeros((), jnp.int32))
+    _, carry, summaries, scale, rec, _ = jax.lax.while_loop(
         lambda loop: loop[0] < num_bins_used, bin_, loop
     )
     states, log_w, _, nonfinite, grads = carry
-    acc, eps, ess, log_z, bin_beta, bin_log_scale, bin_mean_beta, bin_count = summaries
+    acc, eps, ess, log_z, bin_beta, bin_count = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial) & valid).astype(jnp.int32)
     return AnnealOutput(
         log_weights=log_w,
@@ -301,9 +318,21 @@ def anneal(
         log_steps=rec[0].reshape(-1),
         log_ratio_sd=rec[1].reshape(-1),
         gradients=grads,
-        scale_betas=bin_mean_beta,
-        log_scale=bin_log_scale,
+        scale_betas=scale.beta,
+        log_scale=scale.log_scale,
+        scale_count=scale.count,
     )
+
+
+def scale_knots(out):
+    """The measured scale of an :func:`anneal` output as ``scale_ref`` knots, traceable (inside
+    a jitted caller that cannot drop rows): each row's mean β and log scale; the empty rows
+    after the last (past the run's end) repeat it at β = 1, so the knots stay sorted."""
+    count = jnp.maximum(out.scale_count, 1).astype(out.scale_betas.dtype)
+    betas, log_scale = out.scale_betas / count, out.log_scale / count[:, None]
+    empty = out.scale_count == 0
+    last = log_scale[jnp.maximum(jnp.sum(~empty) - 1, 0)]
+    return jnp.where(empty, 1.0, betas), jnp.where(empty[:, None], last, log_scale)
 
 
 def _population_log_scale(x, g):
