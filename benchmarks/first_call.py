@@ -1,7 +1,7 @@
 """First calls: what a user waits for in a fresh Python process, with and without the persistent
 compilation cache, and whether a new budget compiles anything (issue 33).
 
-    python benchmarks/first_call.py [--out docs/first_call.md]
+    python benchmarks/first_call.py [--out docs/first_call.md] [--models regression banana ...]
     python benchmarks/first_call.py --before ../old-checkout [--out docs/first_call_before.md]
 
 Each cell is a fresh Python process (imports excluded from the times) that builds one model and
@@ -37,6 +37,12 @@ CHILD = textwrap.dedent(
     warnings.simplefilter("ignore")
     import numpy as np
     adapter, name = sys.argv[1], sys.argv[2]
+    case, chains = None, 1  # a trust-suite model by part of its name, else one of three here
+    if name not in ("regression", "eight_schools", "logistic"):
+        sys.path.insert(0, sys.argv[3])
+        import trust_suite
+        case = next(c for n, c in trust_suite.cases().items() if name in n)
+        chains = case["chains"]
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 5)); y = X @ rng.normal(size=5) + rng.normal(size=50)
     Xl = rng.normal(size=(100, 3))
@@ -77,9 +83,9 @@ CHILD = textwrap.dedent(
             numpyro.sample("y", dist.Bernoulli(logits=X @ w), obs=y)
         model, args = {"regression": (regression, (X, y)),
                        "eight_schools": (eight_schools, (school_s, school_y)),
-                       "logistic": (logistic, (Xl, yl))}[name]
+                       "logistic": (logistic, (Xl, yl))}.get(name) or case["numpyro"]
         def call(seed, **kw):
-            h = phn.HAIS(model, progress_bar=False, **kw)
+            h = phn.HAIS(model, progress_bar=False, num_chains=chains, **kw)
             h.run(jax.random.key(seed), *args)
             return h.log_evidence
     else:  # "pymc" or "smc"
@@ -93,11 +99,14 @@ CHILD = textwrap.dedent(
                 mu = pm.Normal("mu", 0, 5); tau = pm.HalfCauchy("tau", 5)
                 th = pm.Normal("th", 0, 1, shape=8)
                 pm.Normal("y", mu + tau * th, school_s, observed=school_y)
-            else:
+            elif name == "logistic":
                 w = pm.Normal("w", 0, 2, shape=3)
                 pm.Bernoulli("y", logit_p=pm.math.dot(Xl, w), observed=yl)
+        if case is not None:
+            m = case["pymc"]()
         def call(seed, **kw):
-            return php.sample_hais(model=m, random_seed=seed, progressbar=False, **kw)
+            return php.sample_hais(model=m, random_seed=seed, progressbar=False, chains=chains,
+                                   **kw)
     if adapter != "smc":
         jax.config.update("jax_log_compiles", True)
         handler = Phases(); log = logging.getLogger("jax")
@@ -119,7 +128,7 @@ CHILD = textwrap.dedent(
 
 def child(adapter, model, env, cwd=None):
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, adapter, model],
+        [sys.executable, "-c", CHILD, adapter, model, os.path.dirname(os.path.abspath(__file__))],
         env={**os.environ, **env},
         cwd=cwd,
         capture_output=True,
@@ -135,7 +144,9 @@ def child(adapter, model, env, cwd=None):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="docs/first_call.md")
-    p.add_argument("--models", nargs="*", default=MODELS)
+    p.add_argument("--models", nargs="*", default=MODELS,
+                   help="regression, eight_schools, logistic, or part of a trust-suite model's "
+                        "name (benchmarks/trust_suite.py: funnel, two-mode, banana, ...)")
     p.add_argument("--before", default=None,
                    help="a checkout of an earlier commit: compare its warm-cache first calls "
                         "with this one's, alternating, instead of the full table")  # fmt: skip

@@ -10,10 +10,12 @@ segment; one switchpoint s ~ DiscreteUniform(0, 110), or two, s1 and s2 independ
 DiscreteUniform(0, 110), the segments split at min(s1, s2) and max(s1, s2). Exact evidence: the
 rates integrate out (gamma–Poisson) and the switchpoints are summed over (111 or 111² terms).
 
-phn.HAIS sums the switchpoints out by NumPyro's enumeration (funsor) and anneals the rates:
-the one-switchpoint model as a user writes it (a plate over years); the two-switchpoint model
-with its likelihood in sufficient statistics (a numpyro.factor over cumulative counts), since
-enumerating 111² switchpoint pairs against every year would hold 1.4 M terms per particle.
+phn.HAIS either sums the switchpoints out by NumPyro's enumeration (funsor; the model under
+``config_enumerate``) and anneals the rates, or, the same model unmarked, moves them by a
+Metropolis step on their integer values inside the anneal: the one-switchpoint model as a user
+writes it (a plate over years); the two-switchpoint model with its likelihood in sufficient
+statistics (a numpyro.factor over cumulative counts), since enumerating 111² switchpoint pairs
+against every year would hold 1.4 M terms per particle.
 php.sample_hais and pm.sample_smc run the models as PyMC users write them: sample_hais moves
 the switchpoints by a Metropolis step on one integer coordinate after each HMC step on the
 rates (ph.mixed_kernel), 512 particles × 1000 temperatures; pm.sample_smc with its defaults
@@ -72,8 +74,7 @@ def exact(y, changes):
     return float(special.logsumexp(terms) - 2 * np.log(YEARS))
 
 
-@config_enumerate
-def one_switch(y):
+def one_switch_plain(y):
     s = numpyro.sample("switchpoint", dist.DiscreteUniform(0, YEARS - 1))
     early = numpyro.sample("early_rate", dist.Exponential(1.0))
     late = numpyro.sample("late_rate", dist.Exponential(1.0))
@@ -82,8 +83,7 @@ def one_switch(y):
                        obs=y)  # fmt: skip
 
 
-@config_enumerate
-def two_switch(y):
+def two_switch_plain(y):
     s1 = numpyro.sample("s1", dist.DiscreteUniform(0, YEARS - 1))
     s2 = numpyro.sample("s2", dist.DiscreteUniform(0, YEARS - 1))
     r = numpyro.sample("rates", dist.Exponential(1.0).expand([3]).to_event(1))
@@ -98,6 +98,11 @@ def two_switch(y):
         - jnp.sum(jax.scipy.special.gammaln(y + 1))
     )  # fmt: skip
     numpyro.factor("disasters", ll)
+
+
+# marked for enumeration: the switchpoints summed out exactly; unmarked, they are moved by a
+# Metropolis step inside the anneal
+one_switch, two_switch = config_enumerate(one_switch_plain), config_enumerate(two_switch_plain)
 
 
 def pymc_model(y, changes):
@@ -118,6 +123,31 @@ def pymc_model(y, changes):
     return m
 
 
+METHODS = (
+    "phn.HAIS (enumerated)",
+    "phn.HAIS (Metropolis on the switchpoints)",
+    "php.sample_hais (Metropolis on the switchpoints)",
+    "pm.sample_smc",
+)
+
+
+def call(method, changes, y, seed):
+    """(estimate, SE, warned) of one call; NaN SE and no warning for pm.sample_smc."""
+    if method.startswith("phn"):
+        plain = method.endswith("switchpoints)")
+        model = {1: (one_switch, one_switch_plain), 2: (two_switch, two_switch_plain)}[changes]
+        hais = phn.HAIS(model[plain], num_particles=512, num_steps=1000, progress_bar=False)
+        hais.run(jax.random.key(seed), jnp.asarray(y))
+        return hais.log_evidence, hais.log_evidence_se, bool(hais.warning), hais
+    with pymc_model(y, changes):
+        if method == "pm.sample_smc":
+            idata = pm.sample_smc(random_seed=seed, progressbar=False, chains=4, cores=1)
+            return ph.compare.evidence_of(idata)[0], float("nan"), False, None
+        idata = php.sample_hais(draws=512, num_steps=1000, random_seed=seed, progressbar=False)
+    est, se = ph.compare.evidence_of(idata)
+    return est, se, bool(np.any(np.asarray(idata["sample_stats"]["evidence_warning"]))), None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=5)
@@ -125,52 +155,27 @@ def main():
     args = p.parse_args()
     y = simulate()
     truth = {1: exact(y, 1), 2: exact(y, 2)}
-    rows, ours, smc, pyh = {}, {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
+    runs = {(m, c): [] for m in METHODS for c in (1, 2)}
     for s in range(args.seeds):
-        for changes, model in ((1, one_switch), (2, two_switch)):
-            hais = phn.HAIS(model, num_particles=512, num_steps=1000, progress_bar=False)
-            t = time.perf_counter()
-            hais.run(jax.random.key(s), jnp.asarray(y))
-            ours[changes].append((hais, time.perf_counter() - t))
-            t = time.perf_counter()
-            with pymc_model(y, changes):
-                idata = pm.sample_smc(random_seed=s, progressbar=False, chains=4, cores=1)
-            est, _ = ph.compare.evidence_of(idata)
-            smc[changes].append((est, time.perf_counter() - t))
-            t = time.perf_counter()
-            with pymc_model(y, changes):
-                idata = php.sample_hais(draws=512, num_steps=1000, random_seed=s,
-                                        progressbar=False)  # fmt: skip
-            est, se = ph.compare.evidence_of(idata)
-            warned = bool(np.any(np.asarray(idata["sample_stats"]["evidence_warning"])))
-            pyh[changes].append((est, se, warned, time.perf_counter() - t))
-            print(s, changes, ours[changes][-1][0].log_evidence - truth[changes],
-                  est - truth[changes], flush=True)  # fmt: skip
-    for changes in (1, 2):
-        err = np.array([h.log_evidence - truth[changes] for h, _ in ours[changes]])
-        se = np.array([h.log_evidence_se for h, _ in ours[changes]])
-        warned = sum(h.warning for h, _ in ours[changes])
-        t_ours = np.median([w for _, w in ours[changes][1:]] or [ours[changes][0][1]])
-        e_smc = np.array([e - truth[changes] for e, _ in smc[changes]])
-        t_smc = np.median([w for _, w in smc[changes][1:]] or [smc[changes][0][1]])
-        p = np.array([r[:3] for r in pyh[changes]], dtype=float)
-        t_p = np.median([r[3] for r in pyh[changes][1:]] or [pyh[changes][0][3]])
-        pymc_row = (p[:, 0] - truth[changes], p[:, 1], int(p[:, 2].sum()), t_p)
-        rows[changes] = (err, se, warned, t_ours, e_smc, t_smc, pymc_row)
-    right = probs = 0
-    prob_list = []
-    for s in range(args.seeds):
-        table = ph.compare_evidence({"one": ours[1][s][0], "two": ours[2][s][0]})
-        right += table.index[0] == "two"
-        prob_list.append(table.loc["two", "prob"])
-    probs = np.median(prob_list)
-    write(args, y, truth, rows, right, probs)
+        for changes in (1, 2):
+            for method in METHODS:
+                t = time.perf_counter()
+                est, se, warned, hais = call(method, changes, y, s)
+                runs[method, changes].append((est, se, warned, time.perf_counter() - t, hais))
+                print(s, changes, method, f"{est - truth[changes]:+.4f}", flush=True)
+    ranked = {}
+    for method in METHODS[:2]:
+        tables = [ph.compare_evidence({"one": runs[method, 1][s][4], "two": runs[method, 2][s][4]})
+                  for s in range(args.seeds)]  # fmt: skip
+        ranked[method] = (sum(t.index[0] == "two" for t in tables),
+                          np.median([t.loc["two", "prob"] for t in tables]))  # fmt: skip
+    write(args, truth, runs, ranked)
 
 
-def write(args, y, truth, rows, right, probs):
+def write(args, truth, runs, ranked):
     lines = [
-        "# Switchpoints by evidence: HAIS with NumPyro enumeration and with PyMC's discrete "
-        "variables, beside pm.sample_smc",
+        "# Switchpoints by evidence: HAIS with NumPyro enumeration or Metropolis moves and with "
+        "PyMC's discrete variables, beside pm.sample_smc",
         "",
         f"`python benchmarks/switchpoint.py --seeds {args.seeds}` · {_machine.describe()} · "
         f"{time.strftime('%Y-%m-%d')}",
@@ -186,35 +191,28 @@ def write(args, y, truth, rows, right, probs):
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for changes in (1, 2):
-        err, se, warned, t_ours, e_smc, t_smc, (e_p, se_p, w_p, t_p) = rows[changes]
         name = f"{changes} switchpoint{'s' if changes > 1 else ''}"
+        for method in METHODS:
+            rows = runs[method, changes]
+            err = np.array([r[0] for r in rows]) - truth[changes]
+            se = np.array([r[1] for r in rows])
+            wall = np.median([r[3] for r in rows[1:]] or [rows[0][3]])
+            smc = method == "pm.sample_smc"
+            lines.append(
+                f"| {name} | {truth[changes]:.3f} | {method} | {err.mean():+.4f} | "
+                f"{err.std(ddof=1) if len(err) > 1 else float('nan'):.4f} | "
+                + ("n/a | n/a | n/a" if smc else
+                   f"{np.median(se):.4f} | {np.mean(np.abs(err) <= 2 * se):.0%} | "
+                   f"{sum(r[2] for r in rows)}/{len(rows)}")
+                + f" | {wall:.1f} |"
+            )  # fmt: skip
+    lines += ["", f"Exact log Bayes factor two − one: {truth[2] - truth[1]:.3f}."]
+    for method, (right, prob) in ranked.items():
         lines.append(
-            f"| {name} | {truth[changes]:.3f} | phn.HAIS (enumerated) | {err.mean():+.4f} | "
-            f"{err.std(ddof=1):.4f} | {np.median(se):.4f} | "
-            f"{np.mean(np.abs(err) <= 2 * se):.0%} | {warned}/{len(err)} | {t_ours:.1f} |"
+            f"`ph.compare_evidence` on {method}'s estimates ranked two switchpoints first in "
+            f"{right} of {args.seeds} seeds (median probability {prob:.3f}; NaN when either "
+            "estimate warned)."
         )
-        lines.append(
-            f"| {name} | {truth[changes]:.3f} | php.sample_hais (Metropolis on the switchpoints) "
-            f"| {e_p.mean():+.4f} | {e_p.std(ddof=1):.4f} | {np.median(se_p):.4f} | "
-            f"{np.mean(np.abs(e_p) <= 2 * se_p):.0%} | {w_p}/{len(e_p)} | {t_p:.1f} |"
-        )
-        lines.append(
-            f"| {name} | {truth[changes]:.3f} | pm.sample_smc | {e_smc.mean():+.4f} | "
-            f"{e_smc.std(ddof=1):.4f} | n/a | n/a | n/a | {t_smc:.1f} |"
-        )
-    lines += [
-        "",
-        f"Exact log Bayes factor two − one: {truth[2] - truth[1]:.3f}. `ph.compare_evidence` on "
-        f"phn.HAIS's estimates ranked two switchpoints first in {right} of {args.seeds} seeds "
-        f"(median probability {probs:.3f}; `compare_evidence` gives no probability, NaN, when "
-        "either estimate warned).",
-        "",
-        "phn.HAIS's warnings were k̂ ≥ 0.5 (one switchpoint) and k̂ ≥ 0.7 with SE = inf (two) on "
-        "runs that were right: the switchpoints' posterior is lumpy, and the check is "
-        "conservative. phn.HAIS's cost here is the enumeration: each density evaluation holds "
-        "111 × 111 (one switchpoint, written per year) or 111 × 111 (two, in sufficient "
-        "statistics) terms per particle.",
-    ]
     _machine.write(args.out, lines)
 
 

@@ -1,6 +1,7 @@
 """Discrete latent sites in NumPyro models: summed out by NumPyro's enumeration (funsor) while
-the continuous sites are annealed. Each evidence is checked against its exact value by
-summation; tolerance 4 × the reported SE (plus 0.02 nats for the finite-run bias of log Ẑ)."""
+the continuous sites are annealed, or, unmarked, moved by a Metropolis step inside the anneal.
+Each evidence is checked against its exact value by summation; tolerance 4 × the reported SE
+(plus 0.02 nats for the finite-run bias of log Ẑ)."""
 
 import math
 import warnings
@@ -142,12 +143,55 @@ def test_batch_dimensions_outside_a_plate_are_refused_under_enumeration():
         phn.HAIS(model, progress_bar=False).run(jax.random.key(0), jnp.asarray(counts()))
 
 
-def test_unmarked_discrete_site_asks_for_enumeration():
-    def model(y):
-        k = numpyro.sample("k", dist.Bernoulli(0.5))
-        numpyro.sample("y", dist.Normal(k, 1.0), obs=y)
+def test_unmarked_discrete_sites_are_moved_by_metropolis():
+    """Discrete sites not marked for enumeration are integer coordinates moved by a Metropolis
+    step (ph.mixed_kernel), as NumPyro's DiscreteHMCGibbs moves them for NUTS: O(years) per
+    density instead of O(years²) for the enumerated switchpoint. Proposals outside the support
+    are rejected although NumPyro's DiscreteUniform.log_prob does not check it (accepted, they
+    would add prior mass outside 0..110 and the evidence would be off)."""
+    y = counts(seed=3)
 
-    with pytest.raises(ValueError, match=r"'k'.*enumerate"):
+    def model(y):  # the switchpoint model as a user writes it without config_enumerate
+        s = numpyro.sample("switchpoint", dist.DiscreteUniform(0, YEARS - 1))
+        early = numpyro.sample("early_rate", dist.Exponential(1.0))
+        late = numpyro.sample("late_rate", dist.Exponential(1.0))
+        with numpyro.plate("years", YEARS):
+            numpyro.sample("disasters", dist.Poisson(jnp.where(jnp.arange(YEARS) < s, early,
+                                                               late)), obs=y)  # fmt: skip
+
+    hais, _ = _run(model, jnp.asarray(y), seed=1)
+    exact = switchpoint_exact(y)
+    assert hais.results[0].settings["kernel"] == "hais+discrete"
+    assert abs(hais.log_evidence - exact) < 4 * hais.evidence.log_z_se + 0.02
+    s = np.asarray(hais.get_samples()["switchpoint"])
+    assert np.all(s == np.round(s)) and s.min() >= 0 and s.max() <= YEARS - 1
+    assert abs(np.median(s) - 40) < 10  # the simulated change after year 40
+
+
+def test_an_unbounded_discrete_site_is_moved_by_metropolis():
+    """n ~ Poisson(λ), λ ~ Exponential(1), y ~ N(n, 1): Σ_n 2^−(n+1) N(y; n, 1) exactly (the
+    rate integrates to 1/2^(n+1)); n = −1 is outside the support and must never be taken."""
+
+    def model(y):
+        lam = numpyro.sample("lam", dist.Exponential(1.0))
+        n = numpyro.sample("n", dist.Poisson(lam))
+        numpyro.sample("y", dist.Normal(n, 1.0), obs=y)
+
+    n = np.arange(200)
+    exact = float(special.logsumexp(-(n + 1) * np.log(2.0) + stats.norm.logpdf(2.5, n, 1.0)))
+    hais, _ = _run(model, jnp.array(2.5), seed=2)
+    assert abs(hais.log_evidence - exact) < 4 * hais.evidence.log_z_se + 0.02
+    assert np.asarray(hais.get_samples()["n"]).min() >= 0
+
+
+def test_marked_and_unmarked_discrete_sites_together_are_refused():
+    def model(y):
+        k = numpyro.sample("k", dist.Bernoulli(0.5), infer={"enumerate": "parallel"})
+        j = numpyro.sample("j", dist.Bernoulli(0.5))
+        m = numpyro.sample("m", dist.Normal(0.0, 1.0))
+        numpyro.sample("y", dist.Normal(k + j + m, 1.0), obs=y)
+
+    with pytest.raises(ValueError, match=r"\['k'\].*\['j'\].*mark all"):
         phn.HAIS(model, progress_bar=False).run(jax.random.key(0), jnp.array([0.3]))
 
 

@@ -93,7 +93,7 @@ def with_missing_data(model):
 
 def check_sites(tr):
     """Refuse what a prior/likelihood split cannot honour, naming the site and the remedy."""
-    latent, observed, factors, improper, enumerated = [], [], [], [], []
+    latent, observed, factors, improper, enumerated, discrete = [], [], [], [], [], []
     for name, site in tr.items():
         if site["type"] == "param":
             raise ValueError(
@@ -123,9 +123,11 @@ def check_sites(tr):
             observed.append(name)
             continue
         fn = site["fn"]
-        if fn.support.is_discrete:
+        if fn.support.is_discrete and site["infer"].get("enumerate") == "parallel":
             enumerated.append(_check_enumerable(name, site))
             continue
+        if fn.support.is_discrete:  # moved by a Metropolis step, as DiscreteHMCGibbs would
+            discrete.append(name)
         if site["scale"] is not None and not np.all(np.asarray(site["scale"]) == 1):
             raise ValueError(
                 f"latent site '{name}' has scale {site['scale']}: a scaled prior is not a "
@@ -145,12 +147,18 @@ def check_sites(tr):
             "the model has neither an observed site (obs=...) nor a numpyro.factor: there is "
             "no likelihood, so the evidence is 1. Pass the data to run(...)."
         )
+    if enumerated and discrete:
+        raise ValueError(
+            f"the discrete site(s) {enumerated} are marked for enumeration and {discrete} are "
+            "not: mark all of them (config_enumerate: summed out exactly) or none (moved by a "
+            "Metropolis step on their integer values)"
+        )
     if not latent:
         raise ValueError(
             "the model has no continuous latent sample site to integrate over"
             + (f" (its discrete site(s) {enumerated} are summed out)" if enumerated else "")
         )
-    return latent, observed, factors, improper, enumerated
+    return latent, observed, factors, improper, enumerated, discrete
 
 
 _MAX_ENUMERATED = 100_000  # values of one enumerated site: more is refused (memory per particle)
@@ -176,13 +184,6 @@ def _check_enumerable(name, site) -> str:
             "be enumerated: marginalize it out analytically in the model (e.g. a Poisson count "
             "under a Poisson likelihood) or condition on it."
         )
-    if site["infer"].get("enumerate") != "parallel":
-        raise ValueError(
-            f"latent site '{name}' is discrete ({kind}): mark it for enumeration with "
-            "infer={'enumerate': 'parallel'} or decorate the model with "
-            "numpyro.contrib.funsor.config_enumerate. HAIS then sums it out exactly, as "
-            "NUTS does, anneals the continuous sites, and draws it afterwards (infer_discrete)."
-        )
     size = _support_size(fn)
     if size > _MAX_ENUMERATED:
         raise ValueError(
@@ -203,12 +204,23 @@ def _check_enumerable(name, site) -> str:
 JACOBIAN = "_ppl_hais_log_det_"  # prefix of the factor sites that carry the log-Jacobians
 
 
+def flat_value(site):
+    """A latent site's value as the flat vector holds it: unconstrained by
+    ``biject_to(support)``; a discrete site's integer as a float."""
+    if site["fn"].support.is_discrete:
+        return jnp.asarray(site["value"], jnp.result_type(float))
+    return biject_to(site["fn"].support).inv(site["value"])
+
+
 def unconstrained(model, params):
     """The model run at the unconstrained values ``params`` (a dict by latent site): each site's
     value is ``biject_to(support)(params[name])``, its support read in the running model (so
     one may depend on another site), and the log-Jacobian enters as a factor site named
     ``JACOBIAN + name``. NumPyro's potential energy is built the same way; this uses only
-    its public handlers and transforms."""
+    its public handlers and transforms. A discrete site's value is ``params[name]`` rounded to
+    an integer, and the factor is 0 inside its support and −inf outside (NumPyro's
+    ``log_prob`` does not check the support: a Metropolis proposal outside it must be
+    rejected)."""
 
     def value(site):
         name = site["name"]
@@ -216,6 +228,10 @@ def unconstrained(model, params):
             return None
         u = params[name]
         support = site["fn"].support
+        if support.is_discrete:
+            x = jnp.round(u).astype(jnp.result_type(int))
+            numpyro.factor(JACOBIAN + name, jnp.sum(jnp.where(support(x), 0.0, -jnp.inf)))
+            return x
         if support is constraints.real or (
             isinstance(support, constraints.independent)
             and support.base_constraint is constraints.real
@@ -273,11 +289,12 @@ class Structure:
     traced data (then every new data set compiles anew, as before)."""
 
     def __init__(
-        self, model, data_structure, latent, observed, factors, improper, enumerated, unravel,
-        dim, nesting=0,
+        self, model, data_structure, latent, observed, factors, improper, enumerated, discrete,
+        unravel, dim, nesting=0,
     ):  # fmt: skip
         self.model = with_missing_data(model)
-        self.enumerated = enumerated
+        self.enumerated, self.discrete = enumerated, discrete
+        self.discrete_mask = None  # per flat coordinate, set by NumPyroTarget
         if enumerated:
             from numpyro.contrib.funsor import config_enumerate, enum
 

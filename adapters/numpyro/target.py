@@ -22,7 +22,6 @@ import numpy as np
 import numpyro.distributions as dist
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
-from numpyro.distributions.transforms import biject_to
 from numpyro.infer.util import (
     compute_log_probs,
     constrain_fn,
@@ -40,6 +39,7 @@ from ppl_hais.target import num_draws, sample_shape_of
 from .model import (
     Structure,
     check_sites,
+    flat_value,
     plate_nesting,
     structure_for,
     unconstrained,
@@ -71,7 +71,7 @@ class NumPyroTarget(SplitDensity):
                 handlers.substitute(seeded, substitute_fn=init_to_uniform)
             ).get_trace(*args, **kwargs)
         sites = tuple(tuple(x) for x in check_sites(tr))
-        unconstrained = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in sites[0]}
+        unconstrained = {n: flat_value(tr[n]) for n in sites[0]}
         flat, unravel = ravel_pytree(unconstrained)
         shapes = tuple((n, tuple(jnp.shape(v))) for n, v in sorted(unconstrained.items()))
         nesting = plate_nesting(tr, sites[4])
@@ -82,6 +82,10 @@ class NumPyroTarget(SplitDensity):
             self._st = Structure(model, None, *sites, unravel, int(flat.size), nesting)
             self._st.baked = (args, kwargs)
             self._arrays = []
+        if sites[5]:  # integer coordinates, moved by a Metropolis step (ph.mixed_kernel)
+            mask = ravel_pytree({n: jnp.full(jnp.shape(v), n in sites[5])
+                                 for n, v in unconstrained.items()})[0]  # fmt: skip
+            self._st.discrete_mask = tuple(bool(b) for b in np.asarray(mask))
         if self.enumerated and self._st.baked is not None and not self._runs_traced(flat):
             raise ValueError(
                 f"the enumerated site(s) {self.enumerated} cannot be summed out with the "
@@ -122,6 +126,8 @@ class NumPyroTarget(SplitDensity):
     factors = property(lambda self: list(self._st.factors))
     improper = property(lambda self: list(self._st.improper))
     enumerated = property(lambda self: list(self._st.enumerated))
+    discrete_names = property(lambda self: list(self._st.discrete))
+    discrete = property(lambda self: self._st.discrete_mask)  # per coordinate, or None
     dim = property(lambda self: self._st.dim)
     unravel = property(lambda self: self._st.unravel)
 
@@ -142,7 +148,7 @@ class NumPyroTarget(SplitDensity):
 
         def one(key):
             tr = handlers.trace(handlers.seed(self.model, key)).get_trace(*args, **kwargs)
-            vals = {n: biject_to(tr[n]["fn"].support).inv(tr[n]["value"]) for n in self.latent}
+            vals = {n: flat_value(tr[n]) for n in self.latent}
             return ravel_pytree(vals)[0]
 
         return jax.vmap(one)(jax.random.split(rng_key, num))
@@ -161,6 +167,14 @@ class NumPyroTarget(SplitDensity):
         the continuous values (NumPyro's ``infer_discrete``, with ``rng_key``) and the
         deterministic sites computed from them."""
         args, kwargs = self._data
+        if self.discrete_names:  # NumPyro's constrain_fn has no transform for them
+            run = handlers.seed(unconstrained(self.model, self.unravel(z)), jax.random.key(0))
+            tr = handlers.trace(run).get_trace(*args, **kwargs)
+            return {
+                name: site["value"]
+                for name, site in tr.items()
+                if name in self._st.latent or site["type"] == "deterministic"
+            }
         if not self.enumerated:
             return constrain_fn(
                 self.model, args, kwargs, self.unravel(z), return_deterministic=True
@@ -286,7 +300,12 @@ def bdmc(rng_key, model, *args, num_particles=512, num_steps=1000, **kwargs):
     data = {n: sim[n]["value"] for n in observed_nt.observed}
     conditioned = handlers.condition(handlers.uncondition(model), data=data)
     nt = NumPyroTarget(conditioned, args, kwargs, k_trace)
-    truth = {n: biject_to(sim[n]["fn"].support).inv(sim[n]["value"]) for n in nt.latent}
+    if nt.discrete_names or nt.enumerated:
+        raise ValueError(
+            f"bdmc anneals continuous sites only; the model's discrete site(s) "
+            f"{nt.discrete_names or nt.enumerated} have no reverse path here"
+        )
+    truth = {n: flat_value(sim[n]) for n in nt.latent}
     z_true = ravel_pytree(truth)[0]
     target = ph.AnnealingTarget(
         initial=nt.prior, log_likelihood=jax.tree_util.Partial(NumPyroTarget.log_likelihood, nt)
