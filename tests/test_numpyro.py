@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 from scipy.special import betaln, gammaln
 from scipy.stats import multivariate_normal
 
@@ -276,13 +277,21 @@ def _run(model, *args, **kwargs):
     )
 
 
-def test_refuses_discrete_latent():
+def test_an_unmarked_discrete_latent_alone_is_moved_by_metropolis():
+    """Not marked for enumeration, a discrete site is an integer coordinate moved by Metropolis
+    steps (tests/test_numpyro_discrete.py has the models with continuous sites too); alone,
+    those moves are the whole anneal: ½ N(0.3; 0, 1) + ½ N(0.3; 1, 1) exactly."""
+
     def model(y=None):
         k = numpyro.sample("k", dist.Bernoulli(0.5))
         numpyro.sample("y", dist.Normal(k, 1.0), obs=y)
 
-    with pytest.raises(ValueError, match="latent site 'k' is discrete"):
-        _run(model, y=0.3)
+    exact = float(np.logaddexp(stats.norm.logpdf(0.3, 0, 1), stats.norm.logpdf(0.3, 1, 1))
+                  - np.log(2))  # fmt: skip
+    hais = phn.HAIS(model, num_particles=256, num_steps=200, progress_bar=False)
+    hais.run(jax.random.key(0), y=0.3)
+    assert hais.results[0].settings["kernel"] == "hais+discrete"
+    assert abs(hais.log_evidence - exact) < 4 * hais.log_evidence_se + 0.02
 
 
 def test_refuses_improper_prior_without_initial():
