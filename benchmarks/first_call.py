@@ -172,7 +172,7 @@ def main():
     lines = [
         "# First calls: compilation paid once per machine",
         "",
-        "Command: `python benchmarks/first_call.py`  ",
+        f"Command: `python benchmarks/first_call.py {' '.join(sys.argv[1:])}`".rstrip() + "  ",
         f"Machine: {_machine.describe()}; {datetime.date.today()}.",
         "",
         __doc__.split("\n\n", 2)[2].strip().replace("\n", " "),
