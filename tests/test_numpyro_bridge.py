@@ -90,6 +90,20 @@ def test_bad_input(mcmc):
         phn.bridge_sampling(wrong, model, group_by_chain=True, **DATA)
 
 
+def test_an_unmarked_discrete_site_is_refused_by_name():
+    """Unmarked discrete sites are annealed by phn.HAIS (Metropolis moves); bridge sampling
+    needs continuous coordinates and says so before reading the draws."""
+
+    def with_count(y=None):
+        lam = numpyro.sample("lam", dist.Exponential(1.0))
+        n = numpyro.sample("n", dist.Poisson(lam))
+        numpyro.sample("y", dist.Normal(n, 1.0), obs=y)
+
+    draws = {"lam": np.ones((2, 200)), "n": np.ones((2, 200))}
+    with pytest.raises(ValueError, match=r"\['n'\] are discrete.*phn.HAIS"):
+        phn.bridge_sampling(draws, with_count, group_by_chain=True, y=1.0)
+
+
 def test_compare_with_hais(mcmc):
     res = phn.bridge_sampling(mcmc, model, **DATA)
     hais = phn.HAIS(model, num_particles=256, num_steps=500, progress_bar=False)

@@ -103,6 +103,12 @@ def bridge_sampling(
     key = jax.random.key(0) if rng_key is None else rng_key
     samples = _samples(mcmc_or_samples, group_by_chain)
     nt = NumPyroTarget(model, args, kwargs)
+    if nt.discrete_names:
+        raise ValueError(
+            f"site(s) {nt.discrete_names} are discrete and not marked for enumeration: bridge "
+            "sampling needs a density over continuous coordinates. Mark them for enumeration "
+            "(config_enumerate: summed out, as NUTS does) or use phn.HAIS, which anneals them."
+        )
     draws = unconstrained_draws(nt, samples)
     return bridge_evidence(
         key, nt, draws, method=method, cross_check=cross_check, progress_bar=progress_bar,
