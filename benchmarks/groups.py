@@ -3,7 +3,8 @@
     python benchmarks/groups.py [--out docs/groups.md]
 
 On CPU the driver splits the main run into particle groups dispatched from threads
-(``driver.num_groups``: two per core). This times whole calls (256 and 512 particles,
+(``driver.layout``: groups of the pilot's 64 particles where that gives two to eight per core,
+else two per core). This times whole calls (256 and 512 particles,
 1500 temperatures; best of 3 after a compiling call) with the group count forced, on the
 10-D and 20-D regressions and the 10-D funnel of ``benchmarks/pymc_vs_smc.py``.
 """
@@ -41,7 +42,7 @@ def main():
         "| model | particles | " + " | ".join(f"{g} group(s)" for g in counts) + " |",
         "|---|---|" + "---|" * len(counts),
     ]
-    default = driver.num_groups
+    default = driver.layout
     try:
         for name, (model, _) in [
             ("linear regression, 10-D", blr(10)),
@@ -51,7 +52,7 @@ def main():
             for num in [256, 512]:
                 row = []
                 for g in counts:
-                    driver.num_groups = lambda n, g=g: g
+                    driver.layout = lambda n, g=g: (g, n // g)
                     with model:
                         php.sample_hais(draws=num, num_steps=1500, random_seed=0, progressbar=False)
                         times = []
@@ -65,7 +66,7 @@ def main():
                 lines.append(f"| {name} | {num} | " + " | ".join(f"{t:.3f}" for t in row) + " |")
                 print(lines[-1], flush=True)
     finally:
-        driver.num_groups = default
+        driver.layout = default
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
