@@ -30,6 +30,7 @@ import numpy as np
 from .._names import LEAPFROG_HINT, refuse_unknown
 from ..precision import float64, in_thread
 from ..progress import close_bar, open_run, run_interruptibly
+from ..structure import merge, split
 from . import fast_random
 from .adaptation import (
     adaptation_init,
@@ -74,13 +75,17 @@ class _Draws(NamedTuple):
 
 
 @lru_cache(maxsize=16)
-def _compiled(logdensity_fn, num_warmup, num_samples, num_leapfrog, num_lookahead, flips,
+def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, flips,
               uniform, adapt_mass_matrix, auto_refresh, thinning, chain_method):  # fmt: skip
-    kw = dict(logdensity_fn=logdensity_fn, num_leapfrog=num_leapfrog,
-              num_lookahead=num_lookahead, flips=flips, uniform=uniform)  # fmt: skip
+    """The sampler jitted once per *structure* of the log density (``ppl_hais.structure``): a
+    pytree log density (e.g. a ``jax.tree_util.Partial`` over a target) passes its arrays as
+    an argument, so a new density of the same structure and shapes reuses the program."""
     in_slow, ends = (jnp.asarray(a) for a in adaptation_schedule(num_warmup, adapt_mass_matrix))
 
-    def run(keys, x0, step_size, refresh, target_accept, run_id):
+    def run(arrays, keys, x0, step_size, refresh, target_accept, run_id):
+        logdensity_fn = merge(structure, arrays)
+        kw = dict(logdensity_fn=logdensity_fn, num_leapfrog=num_leapfrog,
+                  num_lookahead=num_lookahead, flips=flips, uniform=uniform)  # fmt: skip
         chains, dim = x0.shape
         k_init, k_eps, k_warm, k_samp = jnp.swapaxes(jax.vmap(jax.random.split, (0, None))(
             keys, 4), 0, 1)  # fmt: skip
@@ -284,8 +289,9 @@ def sample(
     logp0 = jax.vmap(logdensity_fn)(x0)
     if not bool(jnp.all(jnp.isfinite(logp0))):
         raise ValueError("the log density is not finite at every initial position")
+    structure, arrays = split(logdensity_fn)
     fn = _compiled(
-        logdensity_fn,
+        structure,
         int(num_warmup),
         int(num_samples),
         int(num_leapfrog),
@@ -302,6 +308,7 @@ def sample(
     total = num_warmup + num_samples * thinning
     run_id = open_run(total, "reduced-flip HMC", bar=progress_bar)
     args = (
+        arrays,
         keys,
         x0,
         jnp.asarray(step_size or 0.0, x0.dtype),
