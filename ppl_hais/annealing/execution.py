@@ -176,10 +176,10 @@ _PER_PARTICLE = ("log_weights", "particles", "log_ratio", "log_initial", "start_
 def _merge(outs, num_particles):
     """One output from the outputs of particle groups (same betas, same step sizes), the
     padding beyond ``num_particles`` dropped (its groups' figures never counted it)."""
-    size = outs[0].log_weights.shape[0]
-    sizes = np.clip(num_particles - size * np.arange(len(outs)), 0, size).astype(float)
     if len(outs) == 1:
         return outs[0]._replace(**{f: getattr(outs[0], f)[:num_particles] for f in _PER_PARTICLE})
+    size = outs[0].log_weights.shape[0]
+    sizes = np.clip(num_particles - size * np.arange(len(outs)), 0, size).astype(float)
     share = sizes / sizes.sum()
     # per-bin log Ẑ and ESS of the whole population from each group's: with a_g = log Σ w_g,
     # Σw = Σ_g e^{a_g} and Σw² = Σ_g e^{2 a_g} / ESS_g
@@ -329,7 +329,8 @@ def _grouped(sums, counts, num_bins):
     ``num_bins`` near-equal groups of consecutive rows: each group's mean."""
     rows = counts > 0
     n = int(rows.sum())
-    at = (np.arange(min(int(num_bins), n)) * n) // max(min(int(num_bins), n), 1)
+    groups = max(min(int(num_bins), n), 1)
+    at = (np.arange(groups) * n) // groups
     total = np.add.reduceat(counts[rows].astype(float), at)
     merged = np.add.reduceat(sums[rows], at, axis=0)
     return merged / total.reshape(-1, *[1] * (merged.ndim - 1))
