@@ -140,6 +140,16 @@ def test_remaining_gap_reads_the_trajectory():
         shortfall(bias) == pytest.approx(0.6)
         and "up to 0.60 nats too low" in remaining_gap(bias, max_gradients=100)[0]
     )
+    # a gap whose own SE is large bounds less than its figure: the gap plus two SEs
+    noisy = flat[:1] + (flat[1]._replace(bias_gap=0.13, bias_gap_se=0.29),)
+    assert shortfall(noisy) == pytest.approx(0.13 + 2 * 0.29)
+    # an earlier rung's bias check reached an upper estimate above the last rung (the suite's
+    # funnel: 1000 temperatures at -0.095, 4000 at -0.444 with a gap of 0.369, then 16,000
+    # at -0.397 with a gap of 0.125): the last is at least that much low
+    fell = (flat[0]._replace(log_z=-0.095), flat[1]._replace(log_z=-0.444, bias_gap=0.369),
+            flat[1]._replace(log_z=-0.397, bias_gap=0.125))  # fmt: skip
+    assert shortfall(fell) == pytest.approx(-0.444 + 0.369 + 0.397)
+    assert "highest upper estimate" in remaining_gap(fell, max_gradients=100)[0]
     # rises extrapolated by a bias that shrinks by ¾ per 4×: the last rise × 3, the whole
     # ladder's rise (two steps of 4×) × 0.5625 / 0.4375
     rising = (flat[0], flat[1]._replace(log_z=-0.9), flat[1]._replace(log_z=-0.85))
