@@ -48,7 +48,7 @@ import numpy as np
 
 from . import diagnostics, options, progress
 from ._names import refuse_unknown
-from .annealing import ais, hais
+from .annealing import PilotOptions, ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import HAISOptions
 from .budget import SE_SLACK, choose_num_steps
@@ -210,10 +210,13 @@ def evidence(
     num_chains = int(num_chains)
     ladder = num_steps is None and target_se is None
     first = FIRST_NUM_STEPS if num_steps is None else int(num_steps)
-    per_step = num_particles * num_chains * int(hais_kwargs.get("num_leapfrog", 1))
+    # the transition's and the pilots' options, parsed once: every pilot, rung and check
+    # of the call runs with them
+    kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
+    per_step = num_particles * num_chains * int(kernel_options.num_leapfrog)
     if max_gradients is None and ladder:
         max_gradients = default_max_gradients(num_particles, num_chains,
-                                               hais_kwargs.get("num_leapfrog", 1))  # fmt: skip
+                                               kernel_options.num_leapfrog)  # fmt: skip
     if max_gradients is not None and target_se is None and not max_gradients >= per_step * first:
         raise ValueError(
             f"max_gradients={max_gradients:g} is too small for one run: {num_chains} chain(s) × "
@@ -222,11 +225,11 @@ def evidence(
         )
     start = time.perf_counter()
     key_pilot, key_chains = jax.random.split(rng_key)
-    pilot_kwargs = dict(hais_kwargs, num_steps=first)
-    pilot_kwargs.pop("bidirectional", None)
     with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
-        name, target, pilot, choice, spent = _choose_initial(key_pilot, model, initial,
-                                                             **pilot_kwargs)  # fmt: skip
+        name, target, pilot, choice, spent = _choose_initial(
+            key_pilot, model, initial, num_steps=first, kernel_options=kernel_options,
+            pilot_options=pilot_options,
+        )  # fmt: skip
     budget = None
     if target_se is not None:
         key_probe, key_chains = jax.random.split(key_chains)
@@ -270,8 +273,8 @@ def evidence(
                 bias = check_bias(
                     jax.random.fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
                     pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
-                    kernel=HAISOptions.of(hais_kwargs).kernel(),  # the main run's transition
-                    step_size=hais_kwargs.get("step_size", "auto"), progress_bar=progress_bar,
+                    kernel=kernel_options.kernel(),  # the main run's transition
+                    step_size=pilot_options.step_size, progress_bar=progress_bar,
                 )  # fmt: skip
                 spent += bias.gradients
                 last_check = _Spent(bias.gradients, bias.num_draws, steps)

@@ -25,14 +25,14 @@ Example
 
 from __future__ import annotations
 
-import inspect
 import warnings
 
 import jax
 import numpy as np
 
 from . import diagnostics, progress
-from .annealing import survey
+from ._names import refuse_unknown
+from .annealing import PilotOptions, survey
 from .annealing.kernels import HAISOptions, mixed_kernel
 from .density import ModelDensity
 from .laplace import laplace_fit
@@ -58,10 +58,6 @@ VI_FULL_RANK_UP_TO = 100  # coordinates; a diagonal Gaussian above
 STUDENT_T_DF = 3.0
 SCALE_INFLATION = 1.2  # as the Laplace start's: fits are narrower than the posterior
 
-# the keywords of survey that a run's options may set (its target, kernel and display aside)
-_SURVEY_OPTIONS = frozenset(inspect.signature(survey).parameters) - {
-    "rng_key", "target", "kernel", "positions", "progress_bar", "desc",
-}  # fmt: skip
 _LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
 
 
@@ -181,8 +177,11 @@ def _user_target(model, initial):
     return AnnealingTarget(initial=initial, log_density=model.log_joint)
 
 
-def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
-    """(name, target, pilot, choice) for ``initial``.
+def choose_initial(rng_key, model: ModelDensity, initial="auto", *, num_steps=1000,
+                   **hais_kwargs):  # fmt: skip
+    """(name, target, pilot, choice) for ``initial``; ``hais_kwargs`` are the transition's
+    and the pilot's options of :func:`ppl_hais.hais` (:class:`HAISOptions`,
+    :class:`~ppl_hais.annealing.PilotOptions`), for a main run of ``num_steps`` temperatures.
 
     ``"auto"`` pilots the prior first (a discarded pilot run, the one the main run would make
     anyway). A prior whose pilot reaches a third of its particles in importance ESS
@@ -199,7 +198,12 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", **hais_kwargs):
     modes: a one-mode fit would anneal within one of them). ``"vi"`` and ``"student_t"`` use
     those fits alone (falling back to ``"auto"`` with a warning when the fit fails).
     """
-    return _choose_initial(rng_key, model, initial, **hais_kwargs)[:4]
+    refuse_unknown({k: v for k, v in hais_kwargs.items()
+                    if k not in HAISOptions._fields + PilotOptions._fields},
+                   "choose_initial", HAISOptions._fields + PilotOptions._fields)  # fmt: skip
+    return _choose_initial(rng_key, model, initial, num_steps=num_steps,
+                           kernel_options=HAISOptions.of(hais_kwargs),
+                           pilot_options=PilotOptions.of(hais_kwargs))[:4]  # fmt: skip
 
 
 def _improper_error(model):
@@ -275,7 +279,7 @@ def _vi_candidates(model):
 
 
 @float64
-def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
+def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot_options):
     """:func:`choose_initial` and the model gradients it spent (its pilots, and the fits this
     call made)."""
     fitted_before = {k for k in _cache(model) if k.endswith("_gradients")}
@@ -291,19 +295,18 @@ def _choose_initial(rng_key, model, initial="auto", **hais_kwargs):
                 "whole numbers the discrete coordinates need"
             )
         candidates = {"user": _user_target(model, initial)}
-    kernel = HAISOptions.of(hais_kwargs).kernel()  # the main run's: the pilot tunes for it
+    kernel = kernel_options.kernel()  # the main run's: the pilot tunes for it
     if discrete(model):
         kernel = mixed_kernel(discrete(model), kernel)
-    # what the pilot takes of the run's options: survey's own keywords, so none is dropped
-    pilot_kwargs = {k: v for k, v in hais_kwargs.items() if k in _SURVEY_OPTIONS}
     choice, pilots, gradients = {}, {}, 0
 
     def pilot(names):
         nonlocal gradients
         for name in names:
             with np.errstate(all="ignore"):
-                pilots[name] = survey(rng_key, candidates[name], kernel, **pilot_kwargs,
-                                      progress_bar=progress.showing(), desc=f"pilot ({name})")
+                pilots[name] = survey(rng_key, candidates[name], kernel, num_steps=num_steps,
+                                      options=pilot_options, progress_bar=progress.showing(),
+                                      desc=f"pilot ({name})")  # fmt: skip
             choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
             per_particle = pilots[name].gradients_per_particle(kernel.gradients_per_step)
             gradients += per_particle * len(pilots[name].log_weights)

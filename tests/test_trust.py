@@ -16,6 +16,7 @@ from scipy import special, stats
 
 import ppl_hais as ph
 from ppl_hais import diagnostics, starts
+from ppl_hais.annealing import PilotOptions
 from ppl_hais.evidence import evidence
 
 
@@ -419,16 +420,19 @@ def test_pilot_tunes_the_kernel_the_main_run_uses(monkeypatch):
     main run (the pilot used to run one leapfrog step with standard flips whatever was asked)."""
     import ppl_hais.starts as starts
 
-    kernels = []
+    kernels, options = [], []
     real = starts.survey
     monkeypatch.setattr(starts, "survey", lambda k, t, kernel, **kw: kernels.append(kernel)
-                        or real(k, t, kernel, **kw))  # fmt: skip
+                        or options.append(kw["options"]) or real(k, t, kernel, **kw))  # fmt: skip
     rng = np.random.default_rng(0)
     x = rng.normal(size=(10, 2))
     model = Regression(x, x @ np.array([0.5, -1.0]) + rng.normal(size=10), 1.0)
     ev = evidence(jax.random.key(0), model, num_particles=64, num_steps=100, num_leapfrog=3,
-                  flips="reduced", progress_bar=False, bias_check=False)  # fmt: skip
+                  flips="reduced", target_accept=0.8, num_pilot_steps=200, progress_bar=False,
+                  bias_check=False)  # fmt: skip
     assert kernels and all(k is ph.hais_kernel(0.5, 3, 1, "reduced") for k in kernels)
+    # the pilot's own options too: one typed object, the same for every pilot of the call
+    assert all(o == PilotOptions(target_accept=0.8, num_pilot_steps=200) for o in options)
     assert 300 <= ev.results[0].settings["gradients_per_particle"] < 400  # 3 per temperature
     assert abs(ev.log_z - model.exact) < 4 * ev.log_z_se + 0.02
 

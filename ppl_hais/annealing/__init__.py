@@ -25,6 +25,6 @@ True
 """
 
 from .api import ais, bdmc, hais
-from .pilot import Pilot, survey
+from .pilot import Pilot, PilotOptions, survey
 
-__all__ = ["Pilot", "ais", "bdmc", "hais", "survey"]
+__all__ = ["Pilot", "PilotOptions", "ais", "bdmc", "hais", "survey"]

@@ -34,7 +34,7 @@ from ..target import AnnealingTarget
 from .bias import check_bias, needs_check, with_bias
 from .execution import GROUP_PARTICLES, initial_sampler, resolve_devices, run
 from .kernels import HAISOptions, TransitionKernel, mixed_kernel
-from .pilot import Pilot, survey
+from .pilot import Pilot, PilotOptions, survey
 
 __all__ = ["ais", "bdmc", "hais"]
 
@@ -170,12 +170,10 @@ def ais(
     # one draw (one compiled sampler) for the pilot's and the main run's initial particles
     positions = initial_sampler(target, num_pilot + num_chains * num_particles)(key_sample)
     if num_pilot:
-        pilot = survey(
-            key_pilot, target, kernel, positions=positions[:num_pilot], num_steps=num_steps,
-            schedule=schedule, step_size=step_size, target_accept=target_accept,
-            num_pilot_steps=num_pilot_steps, adapt_mass_matrix=adapt_mass_matrix,
-            progress_bar=progress_bar,
-        )  # fmt: skip
+        options = PilotOptions(schedule, step_size, target_accept, num_pilot, num_pilot_steps,
+                               adapt_mass_matrix)  # fmt: skip
+        pilot = survey(key_pilot, target, kernel, num_steps=num_steps, options=options,
+                       positions=positions[:num_pilot], progress_bar=progress_bar)  # fmt: skip
     pilot_gradients = 0
     if pilot is not None:
         pilot_gradients = pilot.gradients_per_particle(kernel.gradients_per_step)

@@ -12,7 +12,7 @@ Example
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -123,28 +123,45 @@ def pilot_run(
     )
 
 
+class PilotOptions(NamedTuple):
+    """How a pilot tunes the step size and mass matrix and surveys the path: :func:`ais`'s
+    keywords of the same names. One object for every pilot of a call (each start's, the
+    probe's, the bias check's), as :class:`~ppl_hais.annealing.kernels.HAISOptions` is for
+    the transition, so an option given once reaches all of them."""
+
+    schedule: Any = "adaptive"
+    step_size: Any = "auto"
+    target_accept: float | None = None
+    num_pilot_particles: int = GROUP_PARTICLES
+    num_pilot_steps: int = 1000
+    adapt_mass_matrix: bool = True
+
+    @classmethod
+    def of(cls, options) -> PilotOptions:
+        """The fields present in a mapping of keyword arguments; defaults for the rest."""
+        return cls(**{k: options[k] for k in cls._fields if k in options})
+
+
 @float64
 def survey(
     rng_key,
     target: AnnealingTarget,
     kernel: TransitionKernel,
     *,
-    positions=None,
-    num_pilot_particles: int = GROUP_PARTICLES,
     num_steps: int = 1000,
-    schedule="adaptive",
-    step_size="auto",
-    target_accept: float | None = None,
-    num_pilot_steps: int = 1000,
-    adapt_mass_matrix: bool = True,
+    options: PilotOptions | None = None,
+    positions=None,
     progress_bar: bool = False,
     desc: str = "pilot",
 ) -> Pilot:
-    """The pilot :func:`ais` runs before its main run, with the same arguments: a discarded
+    """The pilot :func:`ais` runs before a main run of ``num_steps`` temperatures: a discarded
     anneal that tunes the step size and mass matrix and measures the path (for the adaptive
-    schedule). ``positions``: its initial particles (default: ``num_pilot_particles`` fresh
-    draws). Its final log weights tell how hard the path is (the evidence workflow compares
-    initial distributions by them); passing it to :func:`ais` as ``pilot=`` reuses it."""
+    schedule), as ``options`` say (default: ``PilotOptions()``). ``positions``: its initial
+    particles (default: ``options.num_pilot_particles`` fresh draws). Its final log weights
+    tell how hard the path is (the evidence workflow compares initial distributions by them);
+    passing it to :func:`ais` as ``pilot=`` reuses it."""
+    options = PilotOptions() if options is None else options
+    schedule, step_size, target_accept = options.schedule, options.step_size, options.target_accept
     auto = isinstance(step_size, str)
     adaptive = isinstance(schedule, str) and schedule == "adaptive"
     betas = make_schedule(
@@ -153,7 +170,7 @@ def survey(
     rng_key = fast_random.check_key(rng_key)
     if positions is None:
         key_sample, rng_key = jax.random.split(rng_key)
-        positions = initial_sampler(target, int(num_pilot_particles))(key_sample)
+        positions = initial_sampler(target, int(options.num_pilot_particles))(key_sample)
     if auto and target_accept is None:
         target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
     return pilot_run(
@@ -164,8 +181,8 @@ def survey(
         positions,
         initial_step_size=kernel.default_step_size if auto else float(step_size),
         target_accept=target_accept if auto else None,
-        num_steps=int(num_pilot_steps),
-        adapt_scale=auto and bool(adapt_mass_matrix),
+        num_steps=int(options.num_pilot_steps),
+        adapt_scale=auto and bool(options.adapt_mass_matrix),
         progress_bar=progress_bar,
         desc=desc,
     )
