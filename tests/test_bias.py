@@ -2,6 +2,7 @@
 Pareto k̂ on bounded weights, the ESS check where the SE speaks, the SE of agreeing chains,
 and budgets that cannot blow up."""
 
+import dataclasses
 import math
 import warnings
 
@@ -12,7 +13,7 @@ import pytest
 
 import ppl_hais as ph
 from ppl_hais import diagnostics
-from ppl_hais.annealing.bias import check_bias
+from ppl_hais.annealing.bias import check_bias, needs_check, suspect_outside
 from ppl_hais.budget import choose_num_steps
 from ppl_hais.estimators import pool
 from ppl_hais.evidence import evidence
@@ -139,6 +140,19 @@ def test_bias_check_on_an_easy_model_finds_no_gap():
     assert abs(ev.bias_gap) < 4 * ev.bias.gap_se + 0.02
     assert abs(ev.log_z_upper - exact) < 4 * ev.bias.log_z_upper_se + 0.02
     assert ev.bias.gradients > 0
+
+
+def test_auto_checks_a_run_only_beyond_the_start_s_own_outside_fraction():
+    """Draws from the start itself leave 5% outside its central 95%: an outside fraction
+    within the noise of that 5% (eight schools from its prior ends 3.5-6.2% outside) is no
+    reason for 'auto' to check; one well beyond it (a target reaching past the start) is."""
+    rng = np.random.default_rng(0)
+    quiet = _result(rng.normal(0.0, 0.1, size=512))  # no tail, no failed check
+    assert not quiet.checks and not needs_check([quiet])
+    bound = suspect_outside(512)
+    assert 0.078 < bound < 0.08 and suspect_outside(1000) < bound
+    assert not needs_check([dataclasses.replace(quiet, outside_initial=0.062)])
+    assert needs_check([dataclasses.replace(quiet, outside_initial=0.09)])
 
 
 def test_bias_check_is_skipped_when_asked_and_validated():
