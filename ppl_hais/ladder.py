@@ -195,8 +195,8 @@ def shortfall(trajectory) -> float:
     is an estimate of an upper bound: a last rung below an earlier rung's is that much low),
     and the rises extrapolated by a bias that shrinks by ``DECAY`` per 4× temperatures (bias
     ∝ N^−0.2, as slow as heavy tails and funnels showed): the last rise × DECAY/(1 − DECAY),
-    the rise over the whole ladder × DECAY^k/(1 − DECAY^k) for its k steps of 4×. The
-    last three came after a suite run whose stated shortfall missed one funnel run: 0.40 nat
+    the rise over the whole ladder × DECAY^k/(1 − DECAY^k) for its k steps of 4×. The second
+    and third came after a suite run whose stated shortfall missed one funnel run: 0.40 nat
     low at 16,000 temperatures with a gap of 0.13 ± 0.29, where 4000 temperatures had reached
     an upper estimate 0.32 above it.
     """

@@ -125,9 +125,10 @@ def pilot_run(
 
 class PilotOptions(NamedTuple):
     """How a pilot tunes the step size and mass matrix and surveys the path: :func:`ais`'s
-    keywords of the same names. One object for every pilot of a call (each start's, the
-    probe's, the bias check's), as :class:`~ppl_hais.annealing.kernels.HAISOptions` is for
-    the transition, so an option given once reaches all of them."""
+    keywords of the same names. The evidence workflow builds one per call and gives it to
+    the pilot of every start it tries (their tuning then serves the rungs and the bias
+    check), as :class:`~ppl_hais.annealing.kernels.HAISOptions` is for the transition, so an
+    option given once reaches all of them."""
 
     schedule: Any = "adaptive"
     step_size: Any = "auto"
