@@ -279,6 +279,8 @@ def test_bad_input_is_named():
         php.sample_hais(model=model, chains=0, progressbar=False)
     with pytest.raises(ValueError, match="chains must be a positive integer"):
         php.sample_reduced_flip_hmc(model=model, chains=0, progressbar=False)
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        php.sample_reduced_flip_hmc(model=model, draws=0, progressbar=False)
     X, y = _data(0)
     h = phn.HAIS(_regression, num_particles=32, num_steps=50, progress_bar=False)
     with pytest.raises(TypeError, match=r"rng_key must be a single JAX PRNG key.*got int \(0\)"):

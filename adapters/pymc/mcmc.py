@@ -80,8 +80,9 @@ def sample_reduced_flip_hmc(
     refuse_unknown(unknown, "sample_reduced_flip_hmc", hints=LEAPFROG_HINT)
     if model is not None and not isinstance(model, pm.Model):
         raise TypeError(f"model must be a pm.Model, got {type(model).__name__}")
-    if isinstance(chains, bool) or int(chains) != chains or chains < 1:
-        raise ValueError(f"chains must be a positive integer, got {chains!r}")
+    for name, value in (("chains", chains), ("draws", draws)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     model = pm.modelcontext(model)
     rng = np.random.default_rng(random_seed)
     target = PyMCTarget(model, needs_likelihood=False)

@@ -278,9 +278,10 @@ def sample(
                         ("thinning", thinning)):  # fmt: skip
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    for name, value in (("num_warmup", num_warmup), ("num_samples", num_samples)):
-        if isinstance(value, bool) or int(value) != value or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    for name, value, least in (("num_warmup", num_warmup, 0), ("num_samples", num_samples, 1)):
+        if isinstance(value, bool) or int(value) != value or value < least:
+            kind = "a non-negative" if least == 0 else "a positive"
+            raise ValueError(f"{name} must be {kind} integer, got {value!r}")
     x0 = jnp.asarray(initial_positions, jnp.result_type(float))
     if x0.ndim != 2 or x0.shape[0] == 0:
         raise ValueError(
