@@ -368,7 +368,8 @@ def _chains(key, target, model, pilot, num_chains, num_particles, num_steps, pro
 
 
 _CHECKED = ("step_size", "target_accept", "refresh", "num_leapfrog", "lookahead", "flips",
-            "step_size_jitter", "schedule")  # fmt: skip
+            "step_size_jitter", "schedule", "num_pilot_particles", "num_pilot_steps",
+            "num_bins")  # fmt: skip
 
 
 def _check_keywords(hais_kwargs) -> None:

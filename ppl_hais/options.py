@@ -23,18 +23,20 @@ import numpy as np
 from ._names import did_you_mean
 from .mcmc.lookahead import FLIPS
 from .schedules import _NAMED
-from .starts import NAMES as INITIALS
 
 __all__ = ["check"]
 
 SCHEDULES = ("adaptive", *sorted(_NAMED))  # "adaptive" is measured on the pilot, not named
+INITIALS = ("auto", "prior", "laplace", "vi", "student_t")  # ppl_hais.starts.NAMES
 
 
 def _integer(name, value, least):
     if (isinstance(value, bool) or not isinstance(value, numbers.Real)
             or not float(value).is_integer() or value < least):  # fmt: skip
         need = "a positive integer" if least == 1 else f"an integer of at least {least}"
-        why = " (the error bar needs a spread)" if name == "num_particles" else ""
+        why = {"num_particles": " (the error bar needs a spread)",
+               "num_pilot_particles": " (the pilot tunes on its population's spread)"}.get(
+                   name, "")  # fmt: skip
         raise ValueError(f"{name} must be {need}{why}, got {value!r}")
 
 
@@ -66,13 +68,19 @@ def check(
     initial=None,
     schedule=None,
     bias_check=None,
+    num_pilot_particles=None,
+    num_pilot_steps=None,
+    num_bins=None,
 ) -> None:
     """Raise ``ValueError`` naming the first option whose value cannot work (``None``: not
     given, nothing to check)."""
-    if num_particles is not None:
-        _integer("num_particles", num_particles, 2)
+    for name, value in (("num_particles", num_particles),
+                        ("num_pilot_particles", num_pilot_particles)):  # fmt: skip
+        if value is not None:
+            _integer(name, value, 2)
     for name, value in (("num_chains", num_chains), ("num_steps", num_steps),
-                        ("num_leapfrog", num_leapfrog), ("lookahead", lookahead)):  # fmt: skip
+                        ("num_leapfrog", num_leapfrog), ("lookahead", lookahead),
+                        ("num_pilot_steps", num_pilot_steps), ("num_bins", num_bins)):  # fmt: skip
         if value is not None:
             _integer(name, value, 1)
     for name, value in (("max_gradients", max_gradients), ("target_se", target_se)):

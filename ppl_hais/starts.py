@@ -36,13 +36,14 @@ from .annealing import PilotOptions, survey
 from .annealing.kernels import HAISOptions, mixed_kernel
 from .density import ModelDensity
 from .laplace import laplace_fit
+from .options import INITIALS
 from .precision import float64
 from .target import AnnealingTarget, Gaussian
 from .vi import fit_vi
 
 __all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "vi_target"]
 
-NAMES = ("auto", "prior", "laplace", "vi", "student_t")
+NAMES = INITIALS  # the names initial= takes besides a distribution
 VI_BELOW = 0.5  # "auto" fits VI starts when the best pilot ESS is below this fraction
 # A prior whose pilot reaches this fraction in ESS, its particles ending within its central 95%
 # (the posterior lies inside the prior), is kept over any fitted start, and no VI fit is made. A

@@ -50,6 +50,15 @@ def test_initial_outside_bounds_is_refused(key):
         (dict(step_size=-1.0), "positive"),
         (dict(step_size="adaptive"), "'auto'"),
         (dict(step_size_jitter=1.5), r"step_size_jitter must be in \[0, 1\]"),
+        # the core's own options, named where they are given (2.5 particles ran as 2, an
+        # acceptance target of 1.5 was chased, num_pilot_steps=0 divided by zero)
+        (dict(num_particles=2.5), "num_particles must be an integer of at least 2"),
+        (dict(num_chains=0), "num_chains must be a positive integer"),
+        (dict(target_accept=1.5), r"target_accept must lie in \(0, 1\)"),
+        (dict(num_leapfrog=0), "num_leapfrog must be a positive integer"),
+        (dict(num_bins=0), "num_bins must be a positive integer"),
+        (dict(num_pilot_particles=1), "num_pilot_particles must be an integer of at least 2"),
+        (dict(num_pilot_steps=0), "num_pilot_steps must be a positive integer"),
     ],
 )
 def test_bad_settings(key, kwargs, msg):

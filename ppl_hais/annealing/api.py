@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import diagnostics
+from .. import diagnostics, options
 from ..mcmc import fast_random
 from ..precision import float64
 from ..result import AISResult, AnnealingTrace
@@ -138,16 +138,16 @@ def ais(
     On one CPU device the main run's particles are split into groups, two per core,
     dispatched from threads (particle i draws the same random numbers either way).
     """
+    # a bad value fails here, named, before anything compiles (the evidence workflow's checks)
+    options.check(num_particles=num_particles, num_chains=num_chains, step_size=step_size,
+                  target_accept=target_accept, schedule=schedule,
+                  num_pilot_particles=num_pilot_particles, num_pilot_steps=num_pilot_steps,
+                  num_bins=num_bins)  # fmt: skip
     adaptive = isinstance(schedule, str) and schedule == "adaptive"
     base = "survey" if adaptive else schedule
     betas = make_schedule(base, None if not isinstance(base, str) else num_steps)
     num_steps = int(num_steps) if adaptive else len(betas) - 1
-    num_particles = int(num_particles)
-    if num_particles < 2:
-        raise ValueError("num_particles must be at least 2 (the error bar needs a spread)")
-    num_chains = int(num_chains)
-    if num_chains < 1:
-        raise ValueError(f"num_chains must be a positive integer, got {num_chains}")
+    num_particles, num_chains = int(num_particles), int(num_chains)
     if num_chains > 1 and (bidirectional or reverse_from is not None):
         raise ValueError("a bidirectional run (bidirectional=, reverse_from=) has one chain")
     if bias_check not in (True, False, "auto"):
@@ -170,9 +170,9 @@ def ais(
     # one draw (one compiled sampler) for the pilot's and the main run's initial particles
     positions = initial_sampler(target, num_pilot + num_chains * num_particles)(key_sample)
     if num_pilot:
-        options = PilotOptions(schedule, step_size, target_accept, num_pilot, num_pilot_steps,
-                               adapt_mass_matrix)  # fmt: skip
-        pilot = survey(key_pilot, target, kernel, num_steps=num_steps, options=options,
+        pilot_options = PilotOptions(schedule, step_size, target_accept, num_pilot, num_pilot_steps,
+                                     adapt_mass_matrix)  # fmt: skip
+        pilot = survey(key_pilot, target, kernel, num_steps=num_steps, options=pilot_options,
                        positions=positions[:num_pilot], progress_bar=progress_bar)  # fmt: skip
     pilot_gradients = 0
     if pilot is not None:
@@ -342,6 +342,8 @@ def hais(
     >>> bool(abs(res.log_z - 2 * np.log(3 * np.sqrt(2 * np.pi))) < 5 * res.log_z_se + 0.05)
     True
     """
+    options.check(refresh=refresh, num_leapfrog=num_leapfrog, lookahead=lookahead, flips=flips,
+                  step_size_jitter=step_size_jitter)  # fmt: skip
     kernel = HAISOptions(refresh, num_leapfrog, lookahead, flips, step_size_jitter).kernel()
     if discrete is not None and np.any(discrete):
         kernel = mixed_kernel(tuple(bool(d) for d in np.ravel(discrete)), kernel)
