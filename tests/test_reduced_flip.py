@@ -249,6 +249,9 @@ def test_sample_rejects_bad_start_and_arguments():
         ph.mcmc.build_kernel(flips="sometimes")
     with pytest.raises(ValueError, match="lookahead"):
         ph.mcmc.build_kernel(lookahead=0)
+    with pytest.raises(ValueError, match=r"target_accept must lie in \(0, 1\)"):
+        ph.mcmc.sample(jax.random.key(0), lambda x: -0.5 * jnp.sum(x**2), jnp.zeros((2, 2)),
+                       target_accept=1.5, progress_bar=False)  # fmt: skip
     # no draws asked for: a clear error, not an IndexError from inside the compiled loop
     with pytest.raises(ValueError, match="num_samples must be a positive integer"):
         ph.mcmc.sample(jax.random.key(0), lambda x: -0.5 * jnp.sum(x**2), jnp.zeros((2, 2)),

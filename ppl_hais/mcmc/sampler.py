@@ -272,6 +272,8 @@ def sample(
         raise ValueError(f"refresh must be a number in (0, 1] or 'auto', got {refresh!r}")
     if not auto_refresh and not 0.0 < refresh <= 1.0:
         raise ValueError("refresh must be in (0, 1]")
+    if not 0.0 < target_accept < 1.0:  # 1.5 drove the step size to 1e-12, 0 to 1e4
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
     if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
         raise ValueError(f"step_size must be a positive number or 'auto', got {step_size!r}")
     for name, value in (("num_leapfrog", num_leapfrog), ("lookahead", lookahead),
