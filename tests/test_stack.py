@@ -277,6 +277,8 @@ def test_bad_input_is_named():
             phn.HAIS(_regression, **kw)
     with pytest.raises(ValueError, match="chains must be a positive integer"):
         php.sample_hais(model=model, chains=0, progressbar=False)
+    with pytest.raises(ValueError, match="draws must be an integer of at least 2"):
+        php.sample_hais(model=model, draws=1, progressbar=False)  # named as PyMC names it
     with pytest.raises(ValueError, match="chains must be a positive integer"):
         php.sample_reduced_flip_hmc(model=model, chains=0, progressbar=False)
     with pytest.raises(ValueError, match="draws must be a positive integer"):

@@ -70,9 +70,12 @@ def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwar
             "return_inferencedata=False (a MultiTrace) is not supported: sample_hais returns "
             "ArviZ output (DataTree on ArviZ >= 1, InferenceData on 0.x)"
         )
-    for name, value in (("draws", draws), ("chains", chains)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    # draws are the particles: the error bar needs two (PyMC's name, not num_particles)
+    for name, value, least in (("draws", draws, 2), ("chains", chains, 1)):
+        if isinstance(value, bool) or int(value) != value or value < least:
+            need = "a positive integer" if least == 1 else f"an integer of at least {least}"
+            why = " (each chain's particles: the error bar needs a spread)" if least > 1 else ""
+            raise ValueError(f"{name} must be {need}{why}, got {value!r}")
     if cores is not None and (isinstance(cores, bool) or int(cores) != cores or cores < 1):
         raise ValueError(f"cores must be a positive integer or None, got {cores!r}")
 
