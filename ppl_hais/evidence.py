@@ -210,8 +210,8 @@ def evidence(
     num_chains = int(num_chains)
     ladder = num_steps is None and target_se is None
     first = FIRST_NUM_STEPS if num_steps is None else int(num_steps)
-    # the transition's and the pilots' options, parsed once: every pilot, rung and check
-    # of the call runs with them
+    # the transition's and the pilots' options, parsed once: every start's pilot takes both,
+    # the bias check its transition and step size (the rungs get the keywords through hais)
     kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
     per_step = num_particles * num_chains * int(kernel_options.num_leapfrog)
     if max_gradients is None and ladder:

@@ -199,9 +199,9 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", *, num_steps=10
     modes: a one-mode fit would anneal within one of them). ``"vi"`` and ``"student_t"`` use
     those fits alone (falling back to ``"auto"`` with a warning when the fit fails).
     """
-    refuse_unknown({k: v for k, v in hais_kwargs.items()
-                    if k not in HAISOptions._fields + PilotOptions._fields},
-                   "choose_initial", HAISOptions._fields + PilotOptions._fields)  # fmt: skip
+    known = HAISOptions._fields + PilotOptions._fields
+    refuse_unknown({k: v for k, v in hais_kwargs.items() if k not in known}, "choose_initial",
+                   known)  # fmt: skip
     return _choose_initial(rng_key, model, initial, num_steps=num_steps,
                            kernel_options=HAISOptions.of(hais_kwargs),
                            pilot_options=PilotOptions.of(hais_kwargs))[:4]  # fmt: skip
