@@ -11,7 +11,8 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import ppl_hais as ph
-from ppl_hais.bridge import MIN_DRAWS, bridge, bridge_evidence
+from ppl_hais.bridge import MIN_DRAWS, bridge_evidence
+from ppl_hais.bridge.sampling import bridge
 from ppl_hais.density import SplitDensity
 
 D = 3

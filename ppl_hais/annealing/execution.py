@@ -23,6 +23,7 @@ from ..precision import in_thread
 from ..progress import close_bar, open_run, run_interruptibly
 from ..result import AnnealingError
 from ..structure import compile_once, merge, split
+from .outputs import finish, merge_groups
 from .scan import anneal
 
 
@@ -170,41 +171,6 @@ def layout(num_particles):
     return 1, num_particles
 
 
-_PER_PARTICLE = ("log_weights", "particles", "log_ratio", "log_initial", "start_log_initial")
-
-
-def _merge(outs, num_particles):
-    """One output from the outputs of particle groups (same betas, same step sizes), the
-    padding beyond ``num_particles`` dropped (its groups' figures never counted it)."""
-    if len(outs) == 1:
-        return outs[0]._replace(**{f: getattr(outs[0], f)[:num_particles] for f in _PER_PARTICLE})
-    size = outs[0].log_weights.shape[0]
-    sizes = np.clip(num_particles - size * np.arange(len(outs)), 0, size).astype(float)
-    share = sizes / sizes.sum()
-    # per-bin log Ẑ and ESS of the whole population from each group's: with a_g = log Σ w_g,
-    # Σw = Σ_g e^{a_g} and Σw² = Σ_g e^{2 a_g} / ESS_g
-    log_sum = np.stack([np.asarray(o.log_z) for o in outs]) + np.log(sizes)[:, None]
-    ess = np.stack([np.asarray(o.ess) for o in outs])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_sq = np.where(ess > 0, 2 * log_sum - np.log(ess), -np.inf)
-        total = np.logaddexp.reduce(log_sum, axis=0)
-        merged_ess = np.exp(2 * total - np.logaddexp.reduce(log_sq, axis=0))
-    grads = np.stack([np.asarray(o.gradients) for o in outs])
-
-    def joined(field):
-        return np.concatenate([np.asarray(getattr(o, field)) for o in outs])[:num_particles]
-
-    return outs[0]._replace(
-        **{f: joined(f) for f in _PER_PARTICLE},
-        initial_nonfinite=sum(int(o.initial_nonfinite) for o in outs),
-        num_nonfinite=sum(int(o.num_nonfinite) for o in outs),
-        acceptance=np.tensordot(share, np.stack([np.asarray(o.acceptance) for o in outs]), 1),
-        ess=np.where(np.isfinite(merged_ess), merged_ess, 0.0),
-        log_z=total - np.log(sizes.sum()),
-        gradients=np.array([share @ grads[:, 0], grads[:, 1].max(), share @ grads[:, 2]]),
-    )
-
-
 def run(
     rng_key,
     target,
@@ -263,7 +229,7 @@ def run(
     finally:
         for run_id in run_ids:
             close_bar(run_id)
-    out = _finish(_merge(outs, num_particles), num_steps, num_bins)._replace(
+    out = finish(merge_groups(outs, num_particles), num_steps, num_bins)._replace(
         particles_per_device=[num_particles]
     )
     _check_initial_density(out, num_particles)
@@ -299,41 +265,6 @@ def _switches(adapt_target, adapt_scale):
     value would fail)."""
     target = -1.0 if adapt_target is None else float(adapt_target)
     return jnp.asarray(target, jnp.result_type(float)), jnp.asarray(bool(adapt_scale))
-
-
-def _finish(out, num_steps, num_bins):
-    """Host-side: the scan's bins of ``BIN_STEPS`` temperatures merged into ``num_bins`` near-
-    equal groups (means weighted by temperatures; the ESS, log Ẑ and β at a group's end), the
-    measured scale's rows likewise, the per-temperature records cut to N."""
-    out = type(out)(*(None if v is None else np.asarray(v) for v in out))
-    count = out.bin_count
-    used = int(np.sum(count > 0))
-    groups = min(int(num_bins), used)
-    ends = (np.arange(1, groups + 1) * used) // groups - 1
-    weights = count.astype(float)
-    merged = {
-        k: _grouped(getattr(out, k) * weights, count, num_bins) for k in ("acceptance", "step_size")
-    }
-    for k in ("ess", "log_z", "bin_beta"):
-        merged[k] = getattr(out, k)[ends]
-    for k in ("log_steps", "log_ratio_sd"):
-        if getattr(out, k) is not None:
-            merged[k] = getattr(out, k)[:num_steps]
-    merged["scale_betas"] = _grouped(out.scale_betas, out.scale_count, num_bins)
-    merged["log_scale"] = _grouped(out.log_scale, out.scale_count, num_bins)
-    return out._replace(bin_count=None, scale_count=None, **merged)
-
-
-def _grouped(sums, counts, num_bins):
-    """Rows of sums over ``counts`` temperatures each (0: an empty row) merged into at most
-    ``num_bins`` near-equal groups of consecutive rows: each group's mean."""
-    rows = counts > 0
-    n = int(rows.sum())
-    groups = max(min(int(num_bins), n), 1)
-    at = (np.arange(groups) * n) // groups
-    total = np.add.reduceat(counts[rows].astype(float), at)
-    merged = np.add.reduceat(sums[rows], at, axis=0)
-    return merged / total.reshape(-1, *[1] * (merged.ndim - 1))
 
 
 def _run_sharded(
@@ -387,7 +318,7 @@ def _run_sharded(
         from jax.experimental import multihost_utils
 
         out = multihost_utils.process_allgather(out, tiled=True)
-    out = _finish(out, len(betas) - 1, num_bins)._replace(particles_per_device=shards)
+    out = finish(out, len(betas) - 1, num_bins)._replace(particles_per_device=shards)
     _check_initial_density(out, num_particles)
     return out
 
