@@ -19,25 +19,37 @@ Example
 ...                             ph.Gaussian(jnp.zeros(2)))
 >>> plan = choose_num_steps(jax.random.key(0), target, None, 0.05, num_particles=128,
 ...                         max_gradients=128 * 5_000)
->>> 200 <= plan["num_steps"] <= 5_000
+>>> 200 <= plan.num_steps <= 5_000
 True
 """
 
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
 from . import diagnostics
-from .annealing import hais
+from .annealing import PilotOptions, ais
+from .annealing.kernels import TransitionKernel, hais_kernel
 
-__all__ = ["choose_num_steps"]
+__all__ = ["StepsPlan", "choose_num_steps"]
 
 PROBE_STEPS = 200
 PROBE_GROWTH = 4  # an infinite-SE probe is rerun with this many times the temperatures
 SE_AIM = 0.9  # plan for 0.9 × target_se: the probe's SE is itself an estimate
 SE_SLACK = 1.2  # a failed check when the SE exceeds 1.2 × target_se
+
+
+class StepsPlan(NamedTuple):
+    """What :func:`choose_num_steps` chose and what its probes measured."""
+
+    num_steps: int  # the main run's temperatures
+    predicted_se: float  # the SE the last probe predicts for the main run (inf: none measured)
+    probe_se: float  # the last probe's SE
+    probe_steps: int  # the last probe's temperatures
+    probe_gradients: int  # model gradients the probes spent
 
 
 def choose_num_steps(
@@ -50,13 +62,17 @@ def choose_num_steps(
     num_chains=1,
     max_num_steps=100_000,
     max_gradients=None,
-    **hais_kwargs,
-) -> dict:
+    kernel: TransitionKernel | None = None,
+    options: PilotOptions | None = None,
+) -> StepsPlan:
     """The number of temperatures for ``target_se``, between 200 and ``max_num_steps``.
 
     ``max_gradients`` bounds the main run's model gradients (particles × chains × N) and the
     probes' together; the plan reports what the probes spent (``probe_gradients``), the SE
     each probe measured (``probe_se``, the last one's) and the SE predicted for the main run.
+    The probes run ``kernel`` (default :func:`~ppl_hais.hais_kernel`) with ``pilot``'s tuning,
+    and ``options`` (:class:`~ppl_hais.annealing.PilotOptions`: the schedule, a fixed step
+    size, and the tuning of a pilot of their own when ``pilot`` is None).
     """
     if not target_se > 0:
         raise ValueError(f"target_se must be positive, got {target_se!r}")
@@ -70,14 +86,15 @@ def choose_num_steps(
                 f"{per_step * PROBE_STEPS:,} gradients"
             )
         cap = min(cap, int(max_gradients // per_step))
-    hais_kwargs = {k: v for k, v in hais_kwargs.items() if k != "bidirectional"}
+    kernel = hais_kernel() if kernel is None else kernel
+    options = PilotOptions() if options is None else options
     probe_steps, spent, se = PROBE_STEPS, 0, float("inf")
     while True:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
-            probe = hais(
-                rng_key, target, num_particles=num_particles, num_steps=probe_steps,
-                pilot=pilot, progress_bar=False, **hais_kwargs,
+            probe = ais(
+                rng_key, target, kernel, num_particles=num_particles, num_steps=probe_steps,
+                pilot=pilot, progress_bar=False, **options._asdict(),
             )  # fmt: skip
         spent += int(num_particles) * probe_steps
         se = probe.log_z_se
@@ -92,5 +109,4 @@ def choose_num_steps(
     room = max(cap - spent // per_step, PROBE_STEPS)
     steps = int(np.clip(np.ceil(wanted), PROBE_STEPS, room))
     predicted = se * np.sqrt(probe_steps / steps / num_chains) if np.isfinite(se) else np.inf
-    return dict(probe_se=float(se), num_steps=steps, predicted_se=float(predicted),
-                probe_steps=probe_steps, probe_gradients=spent)  # fmt: skip
+    return StepsPlan(steps, float(predicted), float(se), probe_steps, spent)

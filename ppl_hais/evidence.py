@@ -48,10 +48,10 @@ import numpy as np
 
 from . import diagnostics, options, progress
 from ._names import refuse_unknown
-from .annealing import PilotOptions, ais, hais
+from .annealing import PilotOptions, RunOptions, ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import HAISOptions
-from .budget import SE_SLACK, choose_num_steps
+from .budget import SE_SLACK, StepsPlan, choose_num_steps
 from .density import ModelDensity
 from .estimators import disagreement
 from .ladder import (
@@ -68,7 +68,7 @@ from .ladder import (
 from .mcmc.fast_random import check_key
 from .precision import float64
 from .result import AISResult
-from .starts import _choose_initial, choose_initial
+from .starts import _choose_initial, choose_initial, transition
 from .starts import discrete as _discrete
 from .target import AnnealingTarget
 
@@ -85,7 +85,7 @@ class Evidence:
     log_z_se: float
     checks: tuple[str, ...]
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
-    budget: dict | None = None  # target_se=: the probe's SE and the number of steps chosen
+    budget: StepsPlan | None = None  # target_se=: the probes' SE and the temperatures chosen
     bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.annealing.bias)
     trajectory: tuple[Rung, ...] = ()  # the runs made, the last one the estimate (ppl_hais.ladder)
     gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
@@ -210,9 +210,11 @@ def evidence(
     num_chains = int(num_chains)
     ladder = num_steps is None and target_se is None
     first = FIRST_NUM_STEPS if num_steps is None else int(num_steps)
-    # the transition's and the pilots' options, parsed once: every start's pilot takes both,
-    # the bias check its transition and step size (the rungs get the keywords through hais)
+    # the call's keywords parsed once: the transition's, the pilots' and the main runs'
+    # options; every start's pilot, probe, rung and bias check takes them from here
     kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
+    run_options = RunOptions.of(hais_kwargs)
+    kernel = transition(model, kernel_options)
     per_step = num_particles * num_chains * int(kernel_options.num_leapfrog)
     if max_gradients is None and ladder:
         max_gradients = default_max_gradients(num_particles, num_chains,
@@ -237,17 +239,17 @@ def evidence(
             key_probe, target, pilot, target_se, num_particles=num_particles,
             num_chains=num_chains, max_num_steps=max_num_steps,
             max_gradients=None if max_gradients is None else max_gradients - spent,
-            discrete=_discrete(model), **hais_kwargs,
+            kernel=kernel, options=pilot_options,
         )  # fmt: skip
-        first = budget["num_steps"]
-        spent += budget["probe_gradients"]
-    own_reverse = hais_kwargs.get("bidirectional") or "reverse_from" in hais_kwargs
+        first = budget.num_steps
+        spent += budget.probe_gradients
+    own_reverse = run_options.bidirectional or run_options.reverse_from is not None
     checking = bool(bias_check) and not own_reverse and not _discrete(model)
     trajectory, bias, last_check, steps = [], None, None, first
     while True:
         key = key_chains if not trajectory else jax.random.fold_in(key_chains, len(trajectory))
-        results = _chains(key, target, model, pilot, num_chains, num_particles, steps,
-                          progress_bar, hais_kwargs)  # fmt: skip
+        results = _chains(key, target, kernel, pilot, (pilot_options, run_options), num_chains,
+                          num_particles, steps, progress_bar)  # fmt: skip
         spent += _main_gradients(results)
         log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
         checks = pooled_checks(results)
@@ -255,7 +257,7 @@ def evidence(
             checks = checks + (
                 f"target_se: the standard error {np.sqrt(var):.3g} missed target_se="
                 f"{target_se:g} with {steps} temperatures (the probe predicted "
-                f"{budget['predicted_se']:.3g}). Remedy: more particles or chains, or a larger "
+                f"{budget.predicted_se:.3g}). Remedy: more particles or chains, or a larger "
                 "max_num_steps.",
             )
         gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
@@ -273,7 +275,7 @@ def evidence(
                 bias = check_bias(
                     jax.random.fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
                     pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
-                    kernel=kernel_options.kernel(),  # the main run's transition
+                    kernel=kernel_options.kernel(),  # the main run's (no discrete moves)
                     step_size=pilot_options.step_size, progress_bar=progress_bar,
                 )  # fmt: skip
                 spent += bias.gradients
@@ -353,17 +355,18 @@ class _Spent(NamedTuple):
     num_steps: int
 
 
-def _chains(key, target, model, pilot, num_chains, num_particles, num_steps, progress_bar,
-            hais_kwargs):  # fmt: skip
-    """One rung: the chains over ``num_steps`` temperatures with the shared pilot."""
+def _chains(key, target, kernel, pilot, options, num_chains, num_particles, num_steps,
+            progress_bar):  # fmt: skip
+    """One rung: the chains over ``num_steps`` temperatures, the shared pilot, the options."""
+    pilot_options, run_options = options
     with warnings.catch_warnings():  # one pooled warning instead of one per chain
         warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
-        run = dict(num_particles=num_particles, num_steps=num_steps, pilot=pilot,
-                   progress_bar=progress_bar, discrete=_discrete(model), **hais_kwargs)  # fmt: skip
-        if hais_kwargs.get("bidirectional") or "reverse_from" in hais_kwargs:
-            return [hais(k, target, **run) for k in jax.random.split(key, num_chains)]
+        run = dict(num_particles=num_particles, num_steps=num_steps, pilot=pilot, progress_bar=
+                   progress_bar, **pilot_options._asdict(), **run_options._asdict())  # fmt: skip
+        if run_options.bidirectional or run_options.reverse_from is not None:
+            return [ais(k, target, kernel, **run) for k in jax.random.split(key, num_chains)]
         # the chains as one population: one dispatch, particle groups shared
-        out = hais(key, target, num_chains=num_chains, **run)
+        out = ais(key, target, kernel, num_chains=num_chains, **run)
         return out if num_chains > 1 else [out]
 
 

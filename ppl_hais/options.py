@@ -24,10 +24,17 @@ from ._names import did_you_mean
 from .mcmc.lookahead import FLIPS
 from .schedules import _NAMED
 
-__all__ = ["check"]
+__all__ = ["check", "of_keywords"]
 
 SCHEDULES = ("adaptive", *sorted(_NAMED))  # "adaptive" is measured on the pilot, not named
 INITIALS = ("auto", "prior", "laplace", "vi", "student_t")  # ppl_hais.starts.NAMES
+
+
+def of_keywords(cls, keywords):
+    """An options NamedTuple (``HAISOptions``, ``PilotOptions``, ``RunOptions``) of the fields
+    present in a mapping of keyword arguments, defaults for the rest: a call's keywords
+    parsed once into the typed objects its runs share."""
+    return cls(**{k: keywords[k] for k in cls._fields if k in keywords})
 
 
 def _integer(name, value, least):

@@ -68,6 +68,14 @@ def discrete(model):
     return None if mask is None or not any(mask) else tuple(bool(x) for x in mask)
 
 
+def transition(model, kernel_options: HAISOptions):
+    """The model's transition: the HAIS kernel of ``kernel_options``, with Metropolis moves of
+    the integer coordinates where the model has discrete ones (``mixed_kernel``)."""
+    kernel = kernel_options.kernel()
+    mask = discrete(model)
+    return kernel if mask is None else mixed_kernel(mask, kernel)
+
+
 def _method(model, name):
     """``model.<name>`` as a pytree (the unbound function, partially applied to the model), so
     that a model registered as a pytree (its data as leaves: the NumPyro adapter's) gives
@@ -296,9 +304,7 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
                 "whole numbers the discrete coordinates need"
             )
         candidates = {"user": _user_target(model, initial)}
-    kernel = kernel_options.kernel()  # the main run's: the pilot tunes for it
-    if discrete(model):
-        kernel = mixed_kernel(discrete(model), kernel)
+    kernel = transition(model, kernel_options)  # the main run's: the pilot tunes for it
     choice, pilots, gradients = {}, {}, 0
 
     def pilot(names):

@@ -186,9 +186,9 @@ def test_a_probe_without_an_se_gets_a_longer_probe_not_the_maximum():
     budget = 64 * 20_000
     plan = choose_num_steps(jax.random.key(0), target, None, 0.05, num_particles=64,
                             max_num_steps=100_000, max_gradients=budget)  # fmt: skip
-    assert plan["probe_steps"] > 200  # the first probe could not measure the SE
-    assert plan["num_steps"] < 100_000
-    assert plan["probe_gradients"] + 64 * plan["num_steps"] <= budget
+    assert plan.probe_steps > 200  # the first probe could not measure the SE
+    assert plan.num_steps < 100_000
+    assert plan.probe_gradients + 64 * plan.num_steps <= budget
     with pytest.raises(ValueError, match="max_gradients"):
         choose_num_steps(jax.random.key(0), target, None, 0.05, num_particles=64,
                          max_gradients=1000)  # fmt: skip

@@ -4,6 +4,7 @@ Each case has an exact answer. Tolerances are the estimator's own SE times 4 (a 
 failure rate for a Gaussian error) plus, where stated, a margin for the finite-run bias.
 """
 
+import functools
 import math
 import warnings
 
@@ -434,6 +435,41 @@ def test_pilot_tunes_the_kernel_the_main_run_uses(monkeypatch):
     # the pilot's own options too: one typed object, the same for every pilot of the call
     assert all(o == PilotOptions(target_accept=0.8, num_pilot_steps=200) for o in options)
     assert 300 <= ev.results[0].settings["gradients_per_particle"] < 400  # 3 per temperature
+    assert abs(ev.log_z - model.exact) < 4 * ev.log_z_se + 0.02
+
+
+def test_every_run_of_a_call_gets_its_options(monkeypatch):
+    """The call's keywords are parsed once into typed options: the target_se probes and the
+    main run get the same transition, schedule and step size, and the main run the run
+    options (here num_bins), not the keywords passed along as strings."""
+    import ppl_hais.budget as budget
+    import ppl_hais.evidence as ev_module
+
+    runs = []
+
+    def recorder(module):
+        real = module.ais
+
+        @functools.wraps(real)  # evidence() reads ais's signature to check its keywords
+        def record(k, t, kernel, **kw):
+            runs.append((module.__name__, kernel, kw))
+            return real(k, t, kernel, **kw)
+
+        return record
+
+    monkeypatch.setattr(budget, "ais", recorder(budget))
+    monkeypatch.setattr(ev_module, "ais", recorder(ev_module))
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(10, 2))
+    model = Regression(x, x @ np.array([0.5, -1.0]) + rng.normal(size=10), 1.0)
+    ev = evidence(jax.random.key(0), model, num_particles=64, target_se=0.1, num_leapfrog=2,
+                  flips="reduced", schedule="geometric", num_bins=7, progress_bar=False,
+                  bias_check=False)  # fmt: skip
+    assert [m for m, _, _ in runs] == ["ppl_hais.budget", "ppl_hais.evidence"]
+    assert all(k is ph.hais_kernel(0.5, 2, 1, "reduced") for _, k, _ in runs)
+    assert all(kw["schedule"] == "geometric" and kw["pilot"] is not None for _, _, kw in runs)
+    assert runs[1][2]["num_bins"] == 7 and len(ev.results[0].trace.beta) <= 7
+    assert ev.num_steps == ev.budget.num_steps  # a StepsPlan, read by name
     assert abs(ev.log_z - model.exact) < 4 * ev.log_z_se + 0.02
 
 

@@ -9,8 +9,10 @@ module        one job
               HAIS with Metropolis moves of integer coordinates
 ``scan``      :func:`~.scan.anneal`: bins of a ``lax.scan`` under a ``while_loop`` over temperatures
 ``pilot``     the discarded pilot anneal that tunes step size and scale as functions of β
-``execution`` the compile cache, CPU particle groups, device sharding, merging outputs
-``api``       :func:`ais`, :func:`hais`, :func:`bdmc`: validation, pilot, main run, result
+``execution`` the compile cache, CPU particle groups, device sharding
+``outputs``   host-side: the groups' outputs merged, the scan's bins merged for the result
+``api``       :func:`ais`, :func:`hais`, :func:`bdmc`: validation, pilot, main run, result;
+              :class:`~.api.RunOptions`, the main run's options besides the pilot's
 ============  ================================================================================
 
 Example
@@ -24,7 +26,7 @@ Example
 True
 """
 
-from .api import ais, bdmc, hais
+from .api import RunOptions, ais, bdmc, hais
 from .pilot import Pilot, PilotOptions, survey
 
-__all__ = ["Pilot", "PilotOptions", "ais", "bdmc", "hais", "survey"]
+__all__ = ["Pilot", "PilotOptions", "RunOptions", "ais", "bdmc", "hais", "survey"]

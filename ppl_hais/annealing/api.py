@@ -20,6 +20,7 @@ be consistent as P → ∞).
 from __future__ import annotations
 
 import time
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +28,7 @@ import numpy as np
 
 from .. import diagnostics, options
 from ..mcmc import fast_random
+from ..options import of_keywords
 from ..precision import float64
 from ..result import AISResult, AnnealingTrace
 from ..schedules import adaptive_schedule, make_schedule
@@ -36,7 +38,24 @@ from .execution import GROUP_PARTICLES, initial_sampler, resolve_devices, run
 from .kernels import HAISOptions, TransitionKernel, mixed_kernel
 from .pilot import Pilot, PilotOptions, survey
 
-__all__ = ["ais", "bdmc", "hais"]
+__all__ = ["RunOptions", "ais", "bdmc", "hais"]
+
+
+class RunOptions(NamedTuple):
+    """:func:`ais`'s options for the main run besides the transition's
+    (:class:`~.kernels.HAISOptions`) and the pilot's (:class:`~.pilot.PilotOptions`): the
+    evidence workflow parses a call's keywords into the three once, and every rung runs with
+    them."""
+
+    bidirectional: bool = False
+    reverse_from: Any = None
+    num_bins: int = 100
+    devices: Any = None
+
+    @classmethod
+    def of(cls, options) -> RunOptions:
+        """The fields present in a mapping of keyword arguments; defaults for the rest."""
+        return of_keywords(cls, options)
 
 
 @float64

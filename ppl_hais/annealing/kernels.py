@@ -27,6 +27,7 @@ import numpy as np
 from ..mcmc import fast_random, hmc
 from ..mcmc.integrators import reflect
 from ..mcmc.lookahead import FLIPS
+from ..options import of_keywords
 
 __all__ = [
     "HAISOptions",
@@ -92,7 +93,7 @@ class HAISOptions(NamedTuple):
     @classmethod
     def of(cls, options) -> HAISOptions:
         """The fields present in a mapping of keyword arguments; defaults for the rest."""
-        return cls(**{k: options[k] for k in cls._fields if k in options})
+        return of_keywords(cls, options)
 
     def kernel(self) -> TransitionKernel:
         return hais_kernel(float(self.refresh), int(self.num_leapfrog), int(self.lookahead),

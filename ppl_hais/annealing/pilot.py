@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import diagnostics
 from ..mcmc import fast_random
+from ..options import of_keywords
 from ..precision import float64
 from ..result import AnnealingError
 from ..schedules import make_schedule
@@ -140,7 +141,7 @@ class PilotOptions(NamedTuple):
     @classmethod
     def of(cls, options) -> PilotOptions:
         """The fields present in a mapping of keyword arguments; defaults for the rest."""
-        return cls(**{k: options[k] for k in cls._fields if k in options})
+        return of_keywords(cls, options)
 
 
 @float64
