@@ -56,6 +56,7 @@ from .density import ModelDensity
 from .estimators import disagreement
 from .ladder import (
     FIRST_NUM_STEPS,
+    FIXED_NUM_STEPS,
     WEIGHT_CHECKS,
     Rung,
     cleared_se,
@@ -63,6 +64,7 @@ from .ladder import (
     default_max_gradients,
     next_num_steps,
     remaining_gap,
+    settled,
     shortfall,
 )
 from .mcmc.fast_random import check_key
@@ -179,7 +181,7 @@ def evidence(
     every failed check of the pooled estimate.
 
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
-    (:mod:`ppl_hais.ladder`): 1000 temperatures, then 4× as many with a fresh key while a
+    (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
     ``Evidence.trajectory``, and a last rung that still fails states the remaining gap in
     nats (the ``converged`` check). A number means what it says: one run, no escalation.
@@ -210,6 +212,7 @@ def evidence(
     num_chains = int(num_chains)
     ladder = num_steps is None and target_se is None
     first = FIRST_NUM_STEPS if num_steps is None else int(num_steps)
+    surveyed = first if num_steps is not None else max(first, FIXED_NUM_STEPS)  # by the pilots
     # the call's keywords parsed once: the transition's, the pilots' and the main runs'
     # options; every start's pilot, probe, rung and bias check takes them from here
     kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
@@ -228,10 +231,8 @@ def evidence(
     start = time.perf_counter()
     key_pilot, key_chains = jax.random.split(rng_key)
     with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
-        name, target, pilot, choice, spent = _choose_initial(
-            key_pilot, model, initial, num_steps=first, kernel_options=kernel_options,
-            pilot_options=pilot_options,
-        )  # fmt: skip
+        name, target, pilot, choice, spent = _choose_initial(key_pilot, model, initial,
+            num_steps=surveyed, kernel_options=kernel_options, pilot_options=pilot_options)
     budget = None
     if target_se is not None:
         key_probe, key_chains = jax.random.split(key_chains)
@@ -239,8 +240,7 @@ def evidence(
             key_probe, target, pilot, target_se, num_particles=num_particles,
             num_chains=num_chains, max_num_steps=max_num_steps,
             max_gradients=None if max_gradients is None else max_gradients - spent,
-            kernel=kernel, options=pilot_options,
-        )  # fmt: skip
+            kernel=kernel, options=pilot_options)  # fmt: skip
         first = budget.num_steps
         spent += budget.probe_gradients
     own_reverse = run_options.bidirectional or run_options.reverse_from is not None
@@ -298,7 +298,7 @@ def evidence(
             rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)
             checks = ()
         trajectory.append(rung)
-        if not checks or not _next_fits(spent, last_check, **fits):
+        if settled(rung) or not _next_fits(spent, last_check, **fits):
             break
         steps = next_num_steps(steps)
     if ladder:

@@ -46,7 +46,7 @@ class HAIS:
         Particles per chain (independent annealing runs).
     num_steps : int, optional
         Number of temperatures N. Default ``None``: the convergence ladder
-        (:mod:`ppl_hais.ladder`): 1000 temperatures, then 4× as many while a trust check
+        (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many while a trust check
         fails and ``max_gradients`` allows; every rung is in ``evidence.trajectory`` and
         :func:`ppl_hais.plots.plot_convergence` draws it. A number: exactly one run of N.
     num_chains : int
@@ -79,8 +79,8 @@ class HAIS:
         ignored): easy models cost little, hard ones get up to 100,000 temperatures.
     max_gradients : float, optional
         Every model gradient the run spends (pilots, Laplace fit, probes, the ladder's rungs,
-        bias checks) counts against it (``evidence.gradients``). Default: 40× the first
-        rung's main run for the ladder (room for 1000, 4000 and 16,000 temperatures),
+        bias checks) counts against it (``evidence.gradients``). Default: 40 runs of
+        1000 temperatures for the ladder (room for 250, 1000, 4000 and 16,000 temperatures),
         unbounded with a fixed ``num_steps``.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in

@@ -115,7 +115,7 @@ def sample_hais(
         draws per chain.
     num_steps : int, optional
         Number of temperatures. Default ``None``: the convergence ladder
-        (:mod:`ppl_hais.ladder`): 1000 temperatures, then 4× as many while a trust check
+        (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many while a trust check
         fails and ``max_gradients`` allows; the rungs are in sample_stats (``ladder_*``, dim
         ``rung``) and :func:`ppl_hais.plots.plot_convergence` draws them. A number: exactly
         one run of that many.
@@ -154,8 +154,8 @@ def sample_hais(
     max_gradients : float, optional
         Every model gradient the call spends (pilots, Laplace fit, probes, the ladder's
         rungs, bias checks) counts against it (``gradients`` in sample_stats' attributes).
-        Default: 40× the first rung's main run for the ladder (room for 1000, 4000 and 16,000
-        temperatures), unbounded with a fixed ``num_steps``.
+        Default: 40 runs of 1000 temperatures for the ladder (room for 250, 1000, 4000 and
+        16,000 temperatures), unbounded with a fixed ``num_steps``.
     num_leapfrog, flips, lookahead
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
         momentum flips after a rejection, look-ahead trajectories. The pilot tunes the step
