@@ -177,8 +177,9 @@ def main():
         "",
         __doc__.split("\n\n", 2)[2].strip().replace("\n", " "),
         "",
-        "Seconds per call (whole calls; 512 particles × 1000 temperatures for NumPyro's "
-        'defaults, PyMC\'s `draws=1000` particles; `initial="auto"`, `bias_check="auto"`).',
+        "Seconds per call (whole calls: the default ladder, whose first rung anneals 512 "
+        "particles (NumPyro) or PyMC's `draws=1000` over 250 temperatures; `initial=\"auto\"`, "
+        '`bias_check="auto"`).',
         "",
         "| model | adapter | cache | first call | of which trace / lower / compile or read "
         "| warm call | new budget (3000 temperatures) "
