@@ -107,27 +107,24 @@ def prior_target(model: ModelDensity) -> AnnealingTarget:
     if discrete(model):
         return _cached(model, "prior", lambda: AnnealingTarget(
             initial=model.prior, log_likelihood=_method(model, "log_likelihood")))
-    return _cached(model, "prior", lambda: start_target(model, None))
+    return _cached(model, "prior", lambda: start_target(model, model.prior))
 
 
 def start_target(model: ModelDensity, initial) -> AnnealingTarget:
-    """Anneal ``initial`` (None: the prior) → prior × likelihood. The prior, and a
-    full-covariance Gaussian over a model whose prior is proper, are options of one
-    :class:`~ppl_hais.switched.SwitchedInitial` (the prior and a placeholder Gaussian, the
-    start's index chosen): one target structure, so the Laplace and VI Gaussian starts reuse
-    the prior's compiled programs. Any other start (a mixture, a Student-t, a diagonal
-    Gaussian, a user's distribution) has its own."""
+    """Anneal ``initial`` → prior × likelihood. The prior, and a full-covariance Gaussian over
+    a model whose prior is proper, are options of one :class:`~ppl_hais.switched.SwitchedInitial`
+    (the prior and a placeholder Gaussian, the start's index chosen): one target structure, so
+    the Laplace and VI Gaussian starts reuse the prior's compiled programs. Any other start
+    (a mixture, a Student-t, a diagonal Gaussian, a user's distribution) has its own."""
     log_joint = _method(model, "log_joint")
-    prior = model.prior
     gaussian = type(initial) is Gaussian and initial.scale_tril is not None
-    if prior is None or discrete(model) or not (initial is None or gaussian):
-        return AnnealingTarget(initial=prior if initial is None else initial,
-                               log_density=log_joint)  # fmt: skip
+    if model.prior is None or discrete(model) or not (initial is model.prior or gaussian):
+        return AnnealingTarget(initial=initial, log_density=log_joint)
     dim = model.dim
     placeholder = _cached(model, "placeholder",
                           lambda: Gaussian(np.zeros(dim), scale_tril=np.eye(dim)))  # fmt: skip
-    options = (prior, placeholder if initial is None else initial)
-    index = 0 if initial is None else 1
+    index = 0 if initial is model.prior else 1
+    options = (model.prior, initial if index else placeholder)
     return AnnealingTarget(initial=SwitchedInitial(options, index), log_density=log_joint)
 
 

@@ -179,12 +179,9 @@ def test_a_fitted_gaussian_start_reuses_the_priors_program(executables):
     from ppl_hais import starts
     from ppl_hais.switched import SwitchedInitial
 
-    class FreshPrior(_TargetModel):  # as the NumPyro adapter's: a new object per access
-        prior = property(lambda self: ph.Gaussian(np.zeros(3), 2.0), lambda self, value: None)
-
-    # y ~ N(z, 0.5²) per coordinate, z ~ N(0, 2²)
+    # y ~ N(z, 0.5²) per coordinate, z ~ N(0, 2²): a Gaussian posterior, exact evidence
     y = np.array([0.3, -1.2, 0.8])
-    model = FreshPrior(
+    model = _TargetModel(
         lambda z: -0.5 * jnp.sum((z / 2.0) ** 2) - 0.5 * jnp.sum(((y - z) / 0.5) ** 2), 3, 2.0
     )
     opts = dict(num_particles=128, num_steps=200, progress_bar=False)
@@ -202,27 +199,3 @@ def test_a_fitted_gaussian_start_reuses_the_priors_program(executables):
             np.testing.assert_allclose(switched.log_weights, alone.log_weights, atol=1e-9)
     # a Student-t start is its own structure (a third option compiled 1.3 s more for all)
     assert not isinstance(starts.vi_target(model, "student_t").initial, SwitchedInitial)
-
-
-def test_a_numpyro_call_that_fits_the_laplace_start_compiles_one_anneal(executables):
-    """Through the adapter (whose model's prior is a new object at every access): a vague
-    prior's pilot fails, the Laplace start wins, and the prior's pilot and the Laplace start's
-    pilot and runs share one program."""
-    import numpyro
-    import numpyro.distributions as dist
-
-    from ppl_hais.adapters import numpyro as phn
-
-    def model(x, y):
-        w = numpyro.sample("w", dist.Normal(0.0, 100.0).expand([2]).to_event(1))
-        numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(40, 2))
-    y = x @ np.array([1.0, -0.5]) + rng.normal(size=40)
-    with execution.using_cores(1):
-        hais = phn.HAIS(model, num_particles=128, num_steps=200, bias_check=False,
-                        progress_bar=False)  # fmt: skip
-        hais.run(jax.random.key(0), x, y)
-    assert hais.evidence.initial == "laplace" and set(hais.evidence.choice) == {"prior", "laplace"}
-    assert executables() == 1
