@@ -18,7 +18,7 @@ Example
 ...     dim, improper, prior = 1, (), ph.Gaussian(jnp.zeros(1), 1.0)
 ...     def log_joint(self, z):
 ...         return -0.5 * jnp.sum(z**2) - 0.5 * jnp.sum((1.0 - z) ** 2)
->>> q = vi_target(Model()).initial.chosen  # the fit, widened by 1.2 as the Laplace start is
+>>> q = vi_target(Model()).initial  # the fit, widened by 1.2 as the Laplace start is
 >>> round(float(q.mean[0]), 3), round(float(q.scale_tril[0, 0] / 1.2) ** 2, 3)
 (0.5, 0.5)
 """
@@ -38,12 +38,10 @@ from .density import ModelDensity
 from .laplace import laplace_fit
 from .options import INITIALS
 from .precision import float64
-from .switched import SwitchedInitial, chosen
 from .target import AnnealingTarget, Gaussian
 from .vi import fit_vi
 
-__all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "vi_target",
-           "start_target"]
+__all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "vi_target"]
 
 NAMES = INITIALS  # the names initial= takes besides a distribution
 VI_BELOW = 0.5  # "auto" fits VI starts when the best pilot ESS is below this fraction
@@ -101,31 +99,14 @@ def _cached(model, name, build):
 
 
 def prior_target(model: ModelDensity) -> AnnealingTarget:
-    """Anneal prior → posterior, in the structure the fitted Gaussian starts share
-    (:func:`start_target`); a model with discrete coordinates, which has no other start, in
-    the likelihood form (one density evaluation less per step)."""
-    if discrete(model):
-        return _cached(model, "prior", lambda: AnnealingTarget(
-            initial=model.prior, log_likelihood=_method(model, "log_likelihood")))
-    return _cached(model, "prior", lambda: start_target(model, model.prior))
-
-
-def start_target(model: ModelDensity, initial) -> AnnealingTarget:
-    """Anneal ``initial`` → prior × likelihood. The prior, and a full-covariance Gaussian over
-    a model whose prior is proper, are options of one :class:`~ppl_hais.switched.SwitchedInitial`
-    (the prior and a placeholder Gaussian, the start's index chosen): one target structure, so
-    the Laplace and VI Gaussian starts reuse the prior's compiled programs. Any other start
-    (a mixture, a Student-t, a diagonal Gaussian, a user's distribution) has its own."""
-    log_joint = _method(model, "log_joint")
-    gaussian = type(initial) is Gaussian and initial.scale_tril is not None
-    if model.prior is None or discrete(model) or not (initial is model.prior or gaussian):
-        return AnnealingTarget(initial=initial, log_density=log_joint)
-    dim = model.dim
-    placeholder = _cached(model, "placeholder",
-                          lambda: Gaussian(np.zeros(dim), scale_tril=np.eye(dim)))  # fmt: skip
-    index = 0 if initial is model.prior else 1
-    options = (model.prior, initial if index else placeholder)
-    return AnnealingTarget(initial=SwitchedInitial(options, index), log_density=log_joint)
+    """Anneal prior → posterior (the likelihood form: one density evaluation less per step)."""
+    return _cached(
+        model,
+        "prior",
+        lambda: AnnealingTarget(
+            initial=model.prior, log_likelihood=_method(model, "log_likelihood")
+        ),
+    )
 
 
 def laplace_target(model: ModelDensity) -> AnnealingTarget:
@@ -138,9 +119,10 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
         if model.prior is not None:
             draws = model.prior.sample(jax.random.key(1), (_LAPLACE_RESTARTS,))
             starts = np.concatenate([starts, np.asarray(draws)])
-        gaussian, gradients = laplace_fit(_method(model, "log_joint"), starts)
+        log_joint = _method(model, "log_joint")
+        gaussian, gradients = laplace_fit(log_joint, starts)
         _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
-        return start_target(model, gaussian)
+        return AnnealingTarget(initial=gaussian, log_density=log_joint)
 
     return _cached(model, "laplace", build)
 
@@ -149,8 +131,8 @@ def _fit_start(model):
     """(mean, scale_tril) to start a VI fit from: the Laplace fit when it found one mode (it
     is cached when ``auto`` tried it), else zeros and the identity."""
     laplace = _cache(model).get("laplace")
-    if laplace is not None and isinstance(chosen(laplace.initial), Gaussian):
-        g = chosen(laplace.initial)
+    if laplace is not None and isinstance(laplace.initial, Gaussian):
+        g = laplace.initial
         tril = g.scale_tril if g.scale_tril is not None else np.diag(g.scale)
         return np.asarray(g.mean), np.asarray(tril) / SCALE_INFLATION
     return np.zeros(model.dim), np.eye(model.dim)
@@ -166,7 +148,7 @@ def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
         log_joint = _method(model, "log_joint")
         key = jax.random.key(2)  # a fixed key: the same fit, and compiled target, every call
         if family == "student_t":
-            gaussian = chosen(vi_target(model).initial)
+            gaussian = vi_target(model).initial
             tril = gaussian.scale_tril if gaussian.scale_tril is not None else np.diag(
                 gaussian.scale
             )
@@ -179,7 +161,7 @@ def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
                          scale_inflation=SCALE_INFLATION)  # fmt: skip
         _cache(model)[f"{name}_gradients"] = fit.gradients
         _cache(model)[f"{name}_fit"] = fit
-        return start_target(model, fit.distribution)
+        return AnnealingTarget(initial=fit.distribution, log_density=log_joint)
 
     name = "vi" if family == "gaussian" else family
     return _cached(model, name, build)
@@ -294,7 +276,7 @@ def _laplace_candidate(model):
 def _vi_candidates(model):
     """The VI starts ``auto`` adds on a hard path, or {} (they failed, or several modes)."""
     laplace = _cache(model).get("laplace")
-    if laplace is not None and not isinstance(chosen(laplace.initial), Gaussian):
+    if laplace is not None and not isinstance(laplace.initial, Gaussian):
         return {}
     out = {}
     for name, family in (("vi", "gaussian"), ("student_t", "student_t")):

@@ -168,34 +168,3 @@ def test_persistent_cache_switch_and_unwritable_dir(tmp_path):
     bad = _probe({"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": str(blocked / "x")})
     assert "DIR None" in bad.stdout
     assert bad.stderr.count("cannot be written") == 1  # warned once, and the run went on
-
-
-def test_a_fitted_gaussian_start_reuses_the_priors_program(executables):
-    """The prior, the Laplace start and the VI Gaussian start of one model are one target
-    structure (``ppl_hais.switched``): the anneal compiles once whatever the start, and the
-    switch changes no estimate (each start's target against the same start unswitched)."""
-    from test_bias import _TargetModel
-
-    from ppl_hais import starts
-    from ppl_hais.switched import SwitchedInitial
-
-    # y ~ N(z, 0.5²) per coordinate, z ~ N(0, 2²): a Gaussian posterior, exact evidence
-    y = np.array([0.3, -1.2, 0.8])
-    model = _TargetModel(
-        lambda z: -0.5 * jnp.sum((z / 2.0) ** 2) - 0.5 * jnp.sum(((y - z) / 0.5) ** 2), 3, 2.0
-    )
-    opts = dict(num_particles=128, num_steps=200, progress_bar=False)
-    with execution.using_cores(1):
-        targets = [starts.prior_target(model), starts.laplace_target(model),
-                   starts.vi_target(model)]  # fmt: skip
-        assert all(isinstance(t.initial, SwitchedInitial) for t in targets)
-        assert [int(t.initial.index) for t in targets] == [0, 1, 1]
-        results = [ph.hais(jax.random.key(0), t, **opts) for t in targets]
-        assert executables() == 1
-        plain = [ph.AnnealingTarget(initial=t.initial.chosen, log_density=t.log_density)
-                 for t in targets]  # fmt: skip
-        for switched, t in zip(results, plain, strict=True):
-            alone = ph.hais(jax.random.key(0), t, **opts)
-            np.testing.assert_allclose(switched.log_weights, alone.log_weights, atol=1e-9)
-    # a Student-t start is its own structure (a third option compiled 1.3 s more for all)
-    assert not isinstance(starts.vi_target(model, "student_t").initial, SwitchedInitial)
