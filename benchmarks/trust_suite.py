@@ -338,13 +338,17 @@ def default_call(case, adapter, seed, initial="auto"):
                                 random_seed=700 + seed, progressbar=False)  # fmt: skip
         st = idata["sample_stats"]  # the pooled estimate is the ladder's last rung
         gap = float(st["bias_gap"]) if "bias_gap" in st else float("nan")
-        return dict(
+        both = (float(st["log_marginal_likelihood_bennett"])
+                if "log_marginal_likelihood_bennett" in st else float("nan"))  # fmt: skip
+        return dict(bennett=both,
             log_z=float(st["ladder_log_marginal_likelihood"][-1]),
             se=float(st["ladder_log_marginal_likelihood_se"][-1]),
             checks=[c.split(":")[0] for c in st.attrs["evidence_checks"].split("\n") if c],
             gap=gap, shortfall=float(st.attrs["shortfall"]), gradients=int(st.attrs["gradients"]),
         )  # fmt: skip
-    return dict(log_z=ev.log_z, se=ev.log_z_se, checks=[c.split(":")[0] for c in ev.checks],
+    both = float("nan") if ev.bias is None else ev.bias.log_z_bennett
+    return dict(bennett=both, log_z=ev.log_z, se=ev.log_z_se,
+                checks=[c.split(":")[0] for c in ev.checks],
                 gap=ev.bias_gap, shortfall=ev.shortfall, gradients=ev.gradients)  # fmt: skip
 
 
@@ -383,7 +387,14 @@ def summarize(name, adapter, runs, seeds):
     covered = np.abs(err) <= short + 0.1
     unbounded = np.isinf(short) & ww
     gaps = np.array([r["gap"] for r in runs])
+    # Bennett's bridge of the last bias check's two directions, where one ran (reported only)
+    both = np.array([r.get("bennett", np.nan) - r["log_z"] + r["err"] for r in runs])
+    checked = np.isfinite(both)
     return dict(
+        bennett="—" if not checked.any() else (
+            f"{int(np.sum(np.abs(both[checked]) <= 0.1))}/{int(checked.sum())}"
+            + (f" ({int(np.sum((np.abs(both) <= 0.1) & ~right & checked))} of "
+               f"{int(np.sum(~right & checked))} wrong)" if np.any(~right & checked) else "")),
         name=name, adapter=adapter, err=err.mean(), sd=err.std(), se=np.median(se),
         gap=np.nanmedian(gaps) if np.isfinite(gaps).any() else float("nan"),
         right=int(right.sum()), warned=int(warned.sum()), false=int(np.sum(right & warned)),
@@ -421,18 +432,24 @@ def write(args, rows):
         "+ 0.05 without a warning; *gap*: median bias-check gap (reverse − forward) where it "
         "ran; *shortfall covers*: wrong, warned runs whose |error| ≤ the stated shortfall + 0.1 "
         "(*unbounded*: of them, those whose shortfall is stated as inf, `ladder.unsizable`); "
+        "*Bennett right*: of the runs whose last check ran, those whose Bennett bridge of the "
+        "check's forward and reverse weights (`BiasCheck.log_z_bennett`, reported, not used) "
+        "is within 0.1 nat, and in parentheses how many of the wrong runs it would have made "
+        "right; "
         "*gradients*: mean per call, everything counted; *time*: median of the calls after the "
         "first (the first compiles).",
         "",
         "| model | adapter | mean error (sd) | median SE | median gap | right | warned | false "
-        "alarms | silent | shortfall covers | checks that fired | gradients | time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "alarms | silent | shortfall covers | Bennett right | checks that fired | gradients "
+        "| time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['adapter']} | {r['err']:+.3f} ({r['sd']:.3f}) | {r['se']:.3f} "
             f"| {r['gap']:+.3f} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
-            f"{r['silent']} | {r['covered']} | {r['checks']} | {r['grads'] / 1e6:.2f} M | "
+            f"{r['silent']} | {r['covered']} | {r.get('bennett', '')} | {r['checks']} | "
+            f"{r['grads'] / 1e6:.2f} M | "
             f"{r['wall']:.2f} s |"
         )
     right = sum(r["right"] for r in rows)

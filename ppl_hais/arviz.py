@@ -140,7 +140,8 @@ def sample_stats_dataset(
     """Per-chain evidence, its checks and weights, per-temperature diagnostics, one chain per
     result. ``checks``: the pooled estimate's failed checks (default: the chains' own);
     ``bias``: the pooled estimate's :class:`~ppl_hais.annealing.bias.BiasCheck` (scalars
-    ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``); ``trajectory``: the
+    ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``,
+    ``log_marginal_likelihood_bennett`` and its ``_se``); ``trajectory``: the
     convergence ladder's rungs (:class:`~ppl_hais.ladder.Rung`; ``ladder_*`` over dim
     ``rung``, the failed checks' names in the ``ladder_checks`` attribute, one line per rung,
     and the call's ``gradients`` as an attribute)."""
@@ -174,6 +175,8 @@ def sample_stats_dataset(
         data["log_marginal_likelihood_upper"] = per_chain(lambda r: r.log_z_upper)
     if bias is not None:
         data["log_marginal_likelihood_reverse"] = xr.DataArray(bias.log_z_upper)
+        data["log_marginal_likelihood_bennett"] = xr.DataArray(bias.log_z_bennett)
+        data["log_marginal_likelihood_bennett_se"] = xr.DataArray(bias.log_z_bennett_se)
         data["bias_gap"] = xr.DataArray(bias.gap)
         data["bias_gap_se"] = xr.DataArray(bias.gap_se)
     fields = ("num_steps", "log_z", "log_z_se", "bias_gap", "bias_gap_se", "gradients", "wall_time")

@@ -334,8 +334,10 @@ class HAIS:
                 f"acceptance {np.mean(r.acceptance):.2f}, {r.wall_time:.1f} s"
             )
         if ev.bias is not None:
+            b = ev.bias
             print(f"  bias check: reverse anneal from MCMC draws {ev.log_z_upper:.4f}, gap "
-                  f"{ev.bias_gap:+.4f} ± {ev.bias.gap_se:.4f} nats")  # fmt: skip
+                  f"{ev.bias_gap:+.4f} ± {b.gap_se:.4f} nats; both directions bridged "
+                  f"(Bennett) {b.log_z_bennett:.4f} ± {b.log_z_bennett_se:.4f}")  # fmt: skip
         for check in ev.checks:
             print(f"  WARNING {check}")
         numpyro.diagnostics.print_summary(

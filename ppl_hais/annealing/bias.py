@@ -17,6 +17,15 @@ the forward one and the gap is about 0. So a large gap *raises* a warning that s
 gap in nats; a small gap alone never clears one, but with the convergence ladder's next rung
 agreeing it can show the weights' checks to be false alarms (:func:`ppl_hais.ladder.clears`).
 
+The two directions' weights also give a third estimate, :func:`bennett`'s: the optimal bridge
+between the forward and the reverse paths (Bennett's acceptance ratio, Bennett 1976; Meng &
+Wong 1996). Each bound alone is biased at a finite number of particles by the weights' tails;
+the bridge uses both tails and, were the reverse starts exact posterior draws and the
+transitions reversible, would be consistent at any number of temperatures (Crooks 2000). The
+check reports it (``log_z_bennett``) and decides nothing by it: its draws are approximate and
+the annealer's persistent momentum is not reversible, so how far it can be trusted is
+measured, not assumed (docs/bias_check.md, docs/trust_suite.md).
+
 Example
 -------
 >>> import jax, jax.numpy as jnp, ppl_hais as ph
@@ -39,6 +48,7 @@ import jax
 import numpy as np
 
 from .. import diagnostics
+from ..bridge.sampling import _iterate, _relative_se
 from ..estimators import log_mean_exp_se
 from ..mcmc.sampler import sample as mcmc_sample
 from ..precision import float64
@@ -47,7 +57,8 @@ from .execution import run
 from .kernels import hais_kernel
 from .pilot import Pilot, survey
 
-__all__ = ["BiasCheck", "check_bias", "needs_check", "reverse_anneal", "with_bias"]
+__all__ = ["BiasCheck", "Reverse", "bennett", "check_bias", "needs_check", "reverse_anneal",
+           "with_bias"]
 
 # which runs are checked under bias_check="auto": a run whose target reaches past the start,
 # whose final positions predict their weights, whose weights show a tail, or that warned.
@@ -78,6 +89,49 @@ class BiasCheck(NamedTuple):
     gap_se: float
     num_draws: int  # reverse chains
     gradients: int  # model gradients spent by the check (MCMC and reverse anneal)
+    log_z_bennett: float = float("nan")  # both directions' weights bridged (:func:`bennett`)
+    log_z_bennett_se: float = float("nan")
+
+
+class Reverse(NamedTuple):
+    """What :func:`reverse_anneal` returns."""
+
+    log_z_upper: float  # the reverse estimate (an upper bound from exact draws)
+    log_z_upper_se: float
+    gradients: int
+    log_weights: np.ndarray  # per reverse chain: E[exp] = 1/Z × the initial's normalizer
+
+
+def bennett(log_w_forward, log_w_reverse, *, log_z_initial: float = 0.0, tol: float = 1e-10,
+            max_iter: int = 1000) -> tuple[float, float]:  # fmt: skip
+    """(log Ẑ, SE) bridging forward and reverse anneals over one schedule: ``log_w_forward``
+    (E[exp] = Z / Z_initial) and ``log_w_reverse`` (E[exp] = Z_initial / Z), the fixed point of
+    the optimal bridge between the two path distributions (Bennett's acceptance ratio; Meng
+    & Wong 1996), with Frühwirth-Schnatter's error bar (each path independent). Non-finite
+    weights are dropped; (NaN, NaN) when a direction has fewer than two.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> fwd = rng.normal(-0.5, 1.0, 4000)  # log-normal weights: Crooks' pair for log Z = 0
+    >>> rev = -rng.normal(0.5, 1.0, 4000)
+    >>> log_z, se = bennett(fwd, rev)
+    >>> bool(abs(log_z) < 4 * se), bool(se < 0.05)
+    (True, True)
+    """
+    xf = np.asarray(log_w_forward, dtype=float)
+    xr = -np.asarray(log_w_reverse, dtype=float)  # each reverse path's forward log weight
+    xf, xr = xf[np.isfinite(xf)], xr[np.isfinite(xr)]
+    if len(xf) < 2 or len(xr) < 2:
+        return float("nan"), float("nan")
+    shift = float(np.median(np.concatenate([xf, xr])))
+    l_rev, l_fwd = xr - shift, xf - shift
+    s_rev, s_fwd = len(xr) / (len(xr) + len(xf)), len(xf) / (len(xr) + len(xf))
+    start = float(np.logaddexp.reduce(l_fwd) - np.log(len(l_fwd)))  # the forward estimate
+    path, converged = _iterate(l_rev, l_fwd, s_rev, s_fwd, start, tol, max_iter)
+    if not converged:
+        return float("nan"), float("nan")
+    se = _relative_se(l_rev, l_fwd, s_rev, s_fwd, float(path[-1]), len)
+    return float(path[-1] + shift + log_z_initial), se
 
 
 def needs_check(results) -> bool:
@@ -153,15 +207,17 @@ def check_bias(
     samples = np.asarray(mcmc.samples)
     starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])
     gradients = int(np.sum(mcmc.warmup_gradients) + np.sum(mcmc.stats["num_gradients"]))
-    upper, upper_se, used = reverse_anneal(
+    rev = reverse_anneal(
         key_rev, target, betas, starts, pilot, kernel=kernel, refresh=refresh,
         num_leapfrog=num_leapfrog, step_size=step_size, progress_bar=progress_bar,
     )  # fmt: skip
-    gradients += used
+    gradients += rev.gradients
     own_se = log_z_se if log_z_se is not None and np.isfinite(log_z_se) else 0.0
-    gap = float(upper - log_z)
-    return BiasCheck(upper, float(upper_se), gap, float(np.hypot(upper_se, own_se)),
-                     len(starts), gradients)  # fmt: skip
+    gap = float(rev.log_z_upper - log_z)
+    both = bennett(log_w, rev.log_weights, log_z_initial=float(target.log_z_initial))
+    return BiasCheck(rev.log_z_upper, float(rev.log_z_upper_se), gap,
+                     float(np.hypot(rev.log_z_upper_se, own_se)), len(starts), gradients,
+                     *both)  # fmt: skip
 
 
 def reverse_anneal(
@@ -169,11 +225,12 @@ def reverse_anneal(
     refresh: float = 0.5, num_leapfrog: int = 1, step_size="auto", progress_bar: bool = False,
 ):  # fmt: skip
     """Anneal posterior draws ``starts`` (an (n, D) array) back to the initial distribution
-    over ``betas`` (the forward schedule, 0 → 1) and return (log Ẑ upper, its SE, gradients):
-    an unbiased estimate of 1/Z from exact posterior draws, so a stochastic upper bound of
-    log Z (Grosse et al. 2015). ``pilot``: the forward run's frozen tuning (``None`` with
-    ``step_size="auto"``: a new pilot is run, discarded); ``kernel``: default HAIS with
-    ``refresh`` and ``num_leapfrog``."""
+    over ``betas`` (the forward schedule, 0 → 1) and return the :class:`Reverse` estimate
+    (log Ẑ upper, its SE, gradients, the reverse log weights): an unbiased estimate of 1/Z
+    from exact posterior draws, so a stochastic upper bound of log Z (Grosse et al. 2015).
+    ``pilot``: the forward run's frozen tuning (``None`` with ``step_size="auto"``: a new
+    pilot is run, discarded); ``kernel``: default HAIS with ``refresh`` and
+    ``num_leapfrog``."""
     betas = np.asarray(betas, dtype=float)
     if kernel is None:  # the forward run's HAIS kernel, as the evidence workflow builds it
         kernel = hais_kernel(float(refresh), int(num_leapfrog), 1, "standard")
@@ -196,9 +253,9 @@ def reverse_anneal(
     rev = np.where(np.isnan(rev), -np.inf, rev)
     gradients += int(len(starts) * (len(betas) - 1) * kernel.gradients_per_step)
     if not np.any(np.isfinite(rev)):
-        return float("inf"), float("inf"), gradients
+        return Reverse(float("inf"), float("inf"), gradients, rev)
     log_inv, upper_se = log_mean_exp_se(rev)
-    return float(target.log_z_initial) - log_inv, float(upper_se), gradients
+    return Reverse(float(target.log_z_initial) - log_inv, float(upper_se), gradients, rev)
 
 
 def with_bias(result: AISResult, check: BiasCheck) -> AISResult:

@@ -274,7 +274,7 @@ def bridge_evidence(
         x = x[None] if x.ndim == 2 else x
         post = x[:, x.shape[1] // 2 :].reshape(-1, x.shape[-1])
         pick = np.linspace(0, len(post) - 1, min(int(num_reverse), len(post))).astype(int)
-        upper, upper_se, used = reverse_anneal(
+        upper, upper_se, used, _ = reverse_anneal(
             key_rev, ev.target, ev.results[0].betas, post[pick], progress_bar=progress_bar
         )
         cc = CrossCheck(ev.log_z, ev.log_z_se, upper, upper_se, tuple(ev.checks),
