@@ -67,26 +67,29 @@ def choose_num_steps(
 ) -> StepsPlan:
     """The number of temperatures for ``target_se``, between 200 and ``max_num_steps``.
 
-    ``max_gradients`` bounds the main run's model gradients (particles × chains × N) and the
-    probes' together; the plan reports what the probes spent (``probe_gradients``), the SE
-    each probe measured (``probe_se``, the last one's) and the SE predicted for the main run.
+    ``max_gradients`` bounds the main run's model gradients (particles × chains × N × the
+    kernel's gradients per temperature) and the probes' together; the plan reports what the
+    probes spent (``probe_gradients``), the SE each probe measured (``probe_se``, the last
+    one's) and the SE predicted for the main run.
     The probes run ``kernel`` (default :func:`~ppl_hais.hais_kernel`) with ``pilot``'s tuning,
     and ``options`` (:class:`~ppl_hais.annealing.PilotOptions`: the schedule, a fixed step
     size, and the tuning of a pilot of their own when ``pilot`` is None).
     """
     if not target_se > 0:
         raise ValueError(f"target_se must be positive, got {target_se!r}")
-    per_step = int(num_particles) * int(num_chains)
+    kernel = hais_kernel() if kernel is None else kernel
+    # a temperature's model gradients per particle (a density evaluation for a random walk)
+    gps = max(float(kernel.gradients_per_step), 1.0)
+    per_step = int(num_particles) * int(num_chains) * gps
     cap = int(max_num_steps)
     if max_gradients is not None:
         if not max_gradients >= per_step * PROBE_STEPS:
             raise ValueError(
                 f"max_gradients={max_gradients:g} is too small for one run: {num_chains} "
                 f"chain(s) × {num_particles} particles × {PROBE_STEPS} temperatures need "
-                f"{per_step * PROBE_STEPS:,} gradients"
+                f"{int(per_step * PROBE_STEPS):,} gradients"
             )
         cap = min(cap, int(max_gradients // per_step))
-    kernel = hais_kernel() if kernel is None else kernel
     options = PilotOptions() if options is None else options
     probe_steps, spent, se = PROBE_STEPS, 0, float("inf")
     while True:
@@ -96,17 +99,17 @@ def choose_num_steps(
                 rng_key, target, kernel, num_particles=num_particles, num_steps=probe_steps,
                 pilot=pilot, progress_bar=False, **options._asdict(),
             )  # fmt: skip
-        spent += int(num_particles) * probe_steps
+        spent += int(int(num_particles) * probe_steps * gps)
         se = probe.log_z_se
         longer = probe_steps * PROBE_GROWTH
-        if (np.isfinite(se) and se > 0) or longer > cap - spent // per_step:
+        if (np.isfinite(se) and se > 0) or longer > cap - int(spent // per_step):
             break
         probe_steps = longer
     if np.isfinite(se) and se > 0:
         wanted = probe_steps * (se / (SE_AIM * target_se)) ** 2 / num_chains
     else:  # no probe could measure the SE: the longest probe's length, not the maximum
         wanted = probe_steps
-    room = max(cap - spent // per_step, PROBE_STEPS)
+    room = max(cap - int(spent // per_step), PROBE_STEPS)
     steps = int(np.clip(np.ceil(wanted), PROBE_STEPS, room))
     predicted = se * np.sqrt(probe_steps / steps / num_chains) if np.isfinite(se) else np.inf
     return StepsPlan(steps, float(predicted), float(se), probe_steps, spent)

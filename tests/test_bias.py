@@ -205,6 +205,15 @@ def test_a_probe_without_an_se_gets_a_longer_probe_not_the_maximum():
     with pytest.raises(ValueError, match="max_gradients"):
         choose_num_steps(jax.random.key(0), target, None, 0.05, num_particles=64,
                          max_gradients=1000)  # fmt: skip
+    # three leapfrog steps a temperature: the probes cost three times the gradients, and the
+    # plan stays within the same budget
+    plan3 = choose_num_steps(jax.random.key(0), target, None, 0.05, num_particles=64,
+                             max_num_steps=100_000, max_gradients=budget,
+                             kernel=ph.hais_kernel(num_leapfrog=3))  # fmt: skip
+    assert plan3.probe_gradients == 3 * 64 * sum(
+        200 * 4**k for k in range(round(math.log(plan3.probe_steps // 200, 4)) + 1)
+    )
+    assert plan3.probe_gradients + 3 * 64 * plan3.num_steps <= budget
 
 
 def test_core_hais_runs_the_bias_check_when_asked():
