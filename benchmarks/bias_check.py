@@ -83,6 +83,7 @@ def main():
             err = ev.log_z - exact
             runs.append(dict(
                 err=err, se=ev.log_z_se, gap=ev.bias_gap, warned=ev.warning,
+                bennett=float("nan") if ev.bias is None else ev.bias.log_z_bennett - exact,
                 bias_warned=any(c.startswith("bias") for c in ev.checks),
                 checks=sorted({c.split(":")[0] for c in ev.checks}),
                 grads=ev.gradients, wall=time.perf_counter() - t0, initial=ev.initial,
@@ -96,7 +97,11 @@ def main():
         ran = np.isfinite(gaps)
         covered = [abs(e) <= g + 0.1 for e, g, w in zip(err, gaps, warned, strict=True) if w]
         checks = sorted({c for r in runs for c in r["checks"]})
+        both = np.array([r["bennett"] for r in runs])[ran]
         rows.append(dict(
+            bennett=f"{both.mean():+.3f} ({both.std():.3f})" if ran.any() else "—",
+            bennett_right=f"{int(np.sum(np.abs(both) <= 0.1))}/{int(ran.sum())}",
+            checked_right=f"{int(np.sum(right[ran]))}/{int(ran.sum())}",
             name=name, note=note, err=err.mean(), err_sd=err.std(), se=np.median(se),
             gap=np.median(gaps[ran]) if ran.any() else float("nan"), ran=int(ran.sum()),
             right=int(right.sum()), warned=int(warned.sum()),
@@ -111,6 +116,7 @@ def main():
         print(f"{name}: err {r['err']:+.3f}±{r['err_sd']:.3f} se {r['se']:.3f} gap {r['gap']:.3f} "
               f"ran {r['ran']} right {r['right']} warned {r['warned']} false {r['false_alarms']} "
               f"silent {r['silent']} bias {r['bias_warned']} covered {r['covered']} "
+              f"bennett {r['bennett']} {r['bennett_right']} vs {r['checked_right']} "
               f"[{r['checks']}] {r['grads'] / 1e6:.2f} M grads {r['wall']:.2f} s",
               flush=True)  # fmt: skip
     write(args, rows)
@@ -128,19 +134,24 @@ def write(args, rows):
         "3 SE + 0.05 without a warning; *gap*: median of the bias check's reverse estimate minus "
         "the estimate, over the runs it checked (*checked*); *bias warned*: runs whose `bias` "
         "check fired; *gap covers*: warned runs whose |error| ≤ gap + 0.1; *gradients*: mean per "
-        "call, pilots and the bias check included.",
+        "call, pilots and the bias check included; *Bennett*: over the checked runs, the error "
+        "of Bennett's bridge of the check's forward and reverse weights "
+        "(`BiasCheck.log_z_bennett`: reported, not used by any decision), and how many of them "
+        "it puts within 0.1 nat, beside how many the estimate itself does.",
         "",
         "| model | start | mean error (sd) | median SE | checked | median gap | right | warned "
-        "| false alarms | silent | bias warned | gap covers | checks that fired | gradients "
+        "| false alarms | silent | bias warned | gap covers | Bennett: mean error (sd) "
+        "| Bennett right / estimate right (checked) | checks that fired | gradients "
         "| median time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name']} ({r['note']}) | {r['initial']} | {r['err']:+.3f} ({r['err_sd']:.3f}) "
             f"| {r['se']:.3f} | {r['ran']}/{r['seeds']} | {r['gap']:.3f} | {r['right']} "
             f"| {r['warned']} | {r['false_alarms']} | {r['silent']} | {r['bias_warned']} "
-            f"| {r['covered']} | {r['checks']} | {r['grads'] / 1e6:.2f} M | {r['wall']:.2f} s |"
+            f"| {r['covered']} | {r['bennett']} | {r['bennett_right']} / {r['checked_right']} "
+            f"| {r['checks']} | {r['grads'] / 1e6:.2f} M | {r['wall']:.2f} s |"
         )
     right = sum(r["right"] for r in rows)
     false = sum(r["false_alarms"] for r in rows)

@@ -338,22 +338,25 @@ def default_call(case, adapter, seed, initial="auto"):
                                 random_seed=700 + seed, progressbar=False)  # fmt: skip
         st = idata["sample_stats"]  # the pooled estimate is the ladder's last rung
         gap = float(st["bias_gap"]) if "bias_gap" in st else float("nan")
-        both = (float(st["log_marginal_likelihood_bennett"])
-                if "log_marginal_likelihood_bennett" in st else float("nan"))  # fmt: skip
-        return dict(bennett=both,
+        both, both_se = ((float(st["log_marginal_likelihood_bennett"]),
+                          float(st["log_marginal_likelihood_bennett_se"]))
+                         if "log_marginal_likelihood_bennett" in st else (np.nan, np.nan))
+        return dict(bennett=both, bennett_se=both_se, lag=float(np.max(st["lag"])),
             log_z=float(st["ladder_log_marginal_likelihood"][-1]),
             se=float(st["ladder_log_marginal_likelihood_se"][-1]),
             checks=[c.split(":")[0] for c in st.attrs["evidence_checks"].split("\n") if c],
             gap=gap, shortfall=float(st.attrs["shortfall"]), gradients=int(st.attrs["gradients"]),
         )  # fmt: skip
-    both = float("nan") if ev.bias is None else ev.bias.log_z_bennett
-    return dict(bennett=both, log_z=ev.log_z, se=ev.log_z_se,
+    both, both_se = (np.nan, np.nan) if ev.bias is None else (ev.bias.log_z_bennett,
+                                                              ev.bias.log_z_bennett_se)
+    return dict(bennett=both, bennett_se=both_se, lag=ev.trajectory[-1].lag,
+                log_z=ev.log_z, se=ev.log_z_se,
                 checks=[c.split(":")[0] for c in ev.checks],
                 gap=ev.bias_gap, shortfall=ev.shortfall, gradients=ev.gradients)  # fmt: skip
 
 
 def report(args):
-    rows = []
+    rows, every = [], []
     for (name, case), adapter in itertools.product(cases().items(), args.adapters):
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
@@ -365,9 +368,14 @@ def report(args):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 r = default_call(case, adapter, seed, args.initial)
-            r.update(err=r["log_z"] - case["exact"], wall=time.perf_counter() - t0)
+            r.update(err=r["log_z"] - case["exact"], wall=time.perf_counter() - t0,
+                     model=name, adapter=adapter, seed=seed)  # fmt: skip
             runs.append(r)
+            every.append(r)
         rows.append(summarize(name, adapter, runs, args.seeds))
+        if args.runs:
+            with open(args.runs, "w") as f:
+                json.dump(every, f, indent=0)
         x = rows[-1]
         print(f"{adapter} {name}: err {x['err']:+.3f}±{x['sd']:.3f} right {x['right']} warned "
               f"{x['warned']} false {x['false']} silent {x['silent']} covered {x['covered']} "
@@ -467,6 +475,8 @@ def main():
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--out", default="docs/trust_suite.md")
     p.add_argument("--collect", default=None, help="write the rungs' features to this JSON")
+    p.add_argument("--runs", default=None,
+                   help="also write every default call's figures to this JSON")  # fmt: skip
     p.add_argument("--only", default=None,
                    help="run the models whose name contains one of these (comma-separated)")
     p.add_argument("--initial", default="auto", help="the start (default: the default)")

@@ -20,11 +20,13 @@ agreeing it can show the weights' checks to be false alarms (:func:`ppl_hais.lad
 The two directions' weights also give a third estimate, :func:`bennett`'s: the optimal bridge
 between the forward and the reverse paths (Bennett's acceptance ratio, Bennett 1976; Meng &
 Wong 1996). Each bound alone is biased at a finite number of particles by the weights' tails;
-the bridge uses both tails and, were the reverse starts exact posterior draws and the
-transitions reversible, would be consistent at any number of temperatures (Crooks 2000). The
-check reports it (``log_z_bennett``) and decides nothing by it: its draws are approximate and
-the annealer's persistent momentum is not reversible, so how far it can be trusted is
-measured, not assumed (docs/bias_check.md, docs/trust_suite.md).
+the bridge uses both tails and, were the reverse starts exact posterior draws, would be
+consistent at any number of temperatures (Crooks 2000; the reverse anneal applies the forward
+transitions in reverse order, which with a persistent momentum is their time reversal only
+approximately: on a 20-D Gaussian with exact draws and 10 temperatures it was 0.02 ± 0.47 off
+where the forward estimate was 1.9 low, tests/test_bias.py). The check reports it
+(``log_z_bennett``) and decides nothing by it: its draws come from MCMC, so how far it can be
+trusted is measured, not assumed (docs/bias_check.md, docs/trust_suite.md).
 
 Example
 -------
