@@ -22,15 +22,20 @@ METHODS = ("numpyro", "pymc", "blackjax", "blackjax-long")
 
 def read_table(path):
     """{(model, adapter): (right, runs, gradients in M, mean error, sd)} from its table."""
-    rows = {}
+    rows, col = {}, None
     for line in open(path):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 13 or cells[0] in ("model", "---"):
+        if not line.startswith("|"):
             continue
-        right, runs = (int(x) for x in cells[5].split("/"))
-        mean, sd = cells[2].replace("(", "").replace(")", "").split()
-        rows[cells[0], cells[1]] = (right, runs, float(cells[11].split()[0]), float(mean),
-                                    float(sd))  # fmt: skip
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "model":  # the header names the columns (tables gained some over time)
+            col = {name: i for i, name in enumerate(cells)}
+            continue
+        if col is None or cells[0].startswith("---") or len(cells) != len(col):
+            continue
+        right, runs = (int(x) for x in cells[col["right"]].split("/"))
+        mean, sd = cells[col["mean error (sd)"]].replace("(", "").replace(")", "").split()
+        grads = float(cells[col["gradients"]].split()[0])
+        rows[cells[0], cells[1]] = (right, runs, grads, float(mean), float(sd))
     return rows
 
 
