@@ -337,7 +337,8 @@ class HAIS:
             b = ev.bias
             print(f"  bias check: reverse anneal from MCMC draws {ev.log_z_upper:.4f}, gap "
                   f"{ev.bias_gap:+.4f} ± {b.gap_se:.4f} nats; both directions bridged "
-                  f"(Bennett) {b.log_z_bennett:.4f} ± {b.log_z_bennett_se:.4f}")  # fmt: skip
+                  f"(Bennett) {b.log_z_bennett:.4f} ± {b.log_z_bennett_se:.4f}, a diagnostic, "
+                  "not the estimate: its SE omits the MCMC draws' error")  # fmt: skip
         for check in ev.checks:
             print(f"  WARNING {check}")
         numpyro.diagnostics.print_summary(
