@@ -23,15 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 # PyMC module functions that `pm.` does not re-export (no public equivalent on PyMC 5.28 or 6.4):
-# the coords/dims/observed/constant helpers pm.sample uses for its own ArviZ output, the prior
-# initial-point expression pm.sample_smc draws its population with (the JAX graph of
-# pymc.sampling.jax: rewrites.py). Same names and behaviour on both versions, pinned by
+# the observed-data helper pm.sample uses for its own ArviZ output (the prior's draws:
+# prior.py; the JAX graph of pymc.sampling.jax: rewrites.py). Same names and behaviour on both versions, pinned by
 # tests/test_pymc.py (evidence against exact values, coords/dims) and tests/test_stack.py
 # (constant_data).
 from pymc.backends.arviz import find_observations
-from pymc.initial_point import make_initial_point_expression
-from pymc.pytensorf import collect_default_updates, reseed_rngs
-from pymc.pytensorf import compile as compile_pytensor
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph import graph_inputs
@@ -39,6 +35,7 @@ from pytensor.graph import graph_inputs
 from ppl_hais.density import SplitDensity
 from ppl_hais.target import num_draws, sample_shape_of
 
+from .prior import PriorSampler
 from .rewrites import jaxified_graph
 
 
@@ -122,30 +119,13 @@ class PyMCTarget(SplitDensity):
                 "initial=ph.Gaussian(mean, scale) "
                 f"over the {self.dim} transformed coordinates."
             )
-        draw_one, rngs = self._prior_sampler
-        reseed_rngs(rngs, seed)
-        draws = [draw_one() for _ in range(num)]  # as pm.draw does, without compiling each call
         # make_initial_point_expression follows free_RVs order = value_vars order
-        return self.ravel(
-            [
-                np.stack([np.asarray(d[i]) for d in draws]).reshape((num,) + shape)
-                for i, shape in enumerate(self.shapes)
-            ]
-        )
+        return self.ravel(self._prior_sampler(num, seed))
 
     @cached_property
     def _prior_sampler(self):
-        """One compiled PyTensor function for a prior draw in the transformed space, and its
-        random generators (reseeded per call): pm.draw would compile it on every call."""
-        expr = make_initial_point_expression(
-            free_rvs=self.model.free_RVs,
-            rvs_to_transforms=self.model.rvs_to_transforms,
-            initval_strategies={},
-            default_strategy="prior",
-            return_transformed=True,
-        )
-        rngs = list(collect_default_updates(inputs=[], outputs=expr))
-        return compile_pytensor(inputs=[], outputs=expr), rngs
+        """Prior draws in the transformed space, a population per call (prior.py)."""
+        return PriorSampler(self.model, self.shapes)
 
     def constrain(self, z):
         return self._constrain(*self.unravel(z))

@@ -1,0 +1,129 @@
+"""Exact prior draws of a PyMC model over its transformed value variables, a population per call.
+
+``pm.sample_smc`` draws its initial population as ``pm.draw`` does: one call of a compiled
+function per particle, about 31 µs each on PyMC 6 (a third of a warm ``sample_hais`` call on
+eight schools with its 1000 draws and 64 pilot particles). :func:`prior_sampler` instead
+(:class:`PriorSampler`) rewrites the initial-point expression (``make_initial_point_expression``, the one
+``pm.sample_smc`` uses) to draw ``n`` particles at once, ``n`` an input: every random variable
+with no random ancestor gets ``n`` more leading draws (PyMC's ``change_dist_size``) and the rest
+of the graph is vectorized over them (PyTensor's ``vectorize_graph``: a child's parameters
+then carry the batch, one child draw per parent draw). It runs on PyTensor's Python linker:
+nothing to compile (Numba took 1.7 s for the per-draw function's first call), and 1064 draws
+in 0.6 ms.
+
+A graph that cannot be vectorized (a random variable whose parameters are random and whose op
+PyTensor cannot vectorize, e.g. ``pm.LKJCholeskyCov``'s ``sd_dist``, or ``pm.HalfCauchy``
+below another variable on PyTensor 3.3), or one whose vectorized draws do not come out with
+one leading draw per particle for every random variable, falls back to the per-draw loop.
+
+Example
+-------
+>>> import pymc as pm
+>>> from ppl_hais.adapters.pymc.prior import PriorSampler
+>>> with pm.Model() as model:
+...     mu = pm.Normal("mu", 0.0, 1.0)
+...     theta = pm.Normal("theta", mu, 0.1, shape=3)
+>>> draw = PriorSampler(model, [(), (3,)])
+>>> draw.vectorized
+True
+>>> [x.shape for x in draw(1000, seed=0)]
+[(1000,), (1000, 3)]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.distributions.distribution import SymbolicRandomVariable
+from pymc.distributions.shape_utils import change_dist_size
+from pymc.initial_point import make_initial_point_expression
+from pymc.pytensorf import collect_default_updates, reseed_rngs
+from pymc.pytensorf import compile as compile_pytensor
+from pytensor.compile.mode import Mode
+from pytensor.graph import ancestors
+from pytensor.graph.replace import vectorize_graph
+from pytensor.tensor.random.op import RandomVariable
+from pytensor.tensor.random.type import RandomType
+
+_RANDOM = (RandomVariable, SymbolicRandomVariable)
+# PyTensor's rewrites, then each op's NumPy implementation: no C or Numba compilation for a
+# function called once per population
+_PYTHON = Mode(linker="py", optimizer="fast_run")
+
+
+def _expression(model):
+    """The transformed initial point of every free variable drawn from its prior (value_vars
+    order)."""
+    return make_initial_point_expression(
+        free_rvs=model.free_RVs,
+        rvs_to_transforms=model.rvs_to_transforms,
+        initval_strategies={},
+        default_strategy="prior",
+        return_transformed=True,
+    )
+
+
+def _random_nodes(outputs):
+    nodes = {v.owner for v in ancestors(outputs) if v.owner is not None}
+    return [nd for nd in nodes if isinstance(nd.op, _RANDOM)], nodes
+
+
+def _batched(expr, n):
+    """``expr`` with ``n`` leading draws of every random variable, or None where the graph has a
+    random op this cannot batch."""
+    rvs, nodes = _random_nodes(expr)
+    consumers = {nd for nd in nodes if any(isinstance(i.type, RandomType) for i in nd.inputs)}
+    if not consumers <= set(rvs):  # an op drawing random numbers that is not a variable
+        return None
+    roots = {}
+    for nd in rvs:
+        out = nd.default_output()
+        if not any(a.owner in consumers for a in ancestors(nd.inputs)):
+            roots[out] = change_dist_size(out, (n,), expand=True)
+    batched = vectorize_graph(expr, replace=roots)
+    # every random variable of the new graph must carry the batch: one more dimension each
+    new_rvs, _ = _random_nodes(batched)
+    before = sorted(nd.default_output().ndim + 1 for nd in rvs)
+    if sorted(nd.default_output().ndim for nd in new_rvs) != before:
+        return None
+    return batched
+
+
+class PriorSampler:
+    """``draw(num, seed)``: ``num`` prior draws per value variable, shaped ``(num, *shape)``
+    (``vectorize=False``: always the per-draw loop)."""
+
+    def __init__(self, model, shapes, vectorize: bool = True):
+        self.shapes = [tuple(s) for s in shapes]  # the value variables' (value_vars order)
+        expr = _expression(model)
+        n = pt.iscalar("num_draws")
+        try:
+            batched = _batched(expr, n) if vectorize else None
+        except (NotImplementedError, TypeError, ValueError):
+            batched = None
+        self.vectorized = batched is not None
+        if self.vectorized:
+            self._fn = compile_pytensor(inputs=[n], outputs=batched, mode=_PYTHON)
+            self._rngs = list(collect_default_updates(inputs=[n], outputs=batched))
+            self.vectorized = self._check()
+        if not self.vectorized:
+            self._fn = compile_pytensor(inputs=[], outputs=expr)
+            self._rngs = list(collect_default_updates(inputs=[], outputs=expr))
+
+    def _check(self) -> bool:
+        """Whether the batched function gives every variable its ``num`` leading draws."""
+        try:
+            out = self._fn(3)
+        except Exception:  # noqa: BLE001 - an op that fails batched runs per draw instead
+            return False
+        return [np.shape(x) for x in out] == [(3, *s) for s in self.shapes]
+
+    def __call__(self, num: int, seed: int) -> list[np.ndarray]:
+        reseed_rngs(self._rngs, seed)
+        if self.vectorized:
+            return [np.asarray(x) for x in self._fn(int(num))]
+        draws = [self._fn() for _ in range(num)]  # as pm.draw does, compiled once
+        return [
+            np.stack([np.asarray(d[i]) for d in draws]).reshape((num, *shape))
+            for i, shape in enumerate(self.shapes)
+        ]
