@@ -2,8 +2,8 @@
 
 ``pm.sample_smc`` draws its initial population as ``pm.draw`` does: one call of a compiled
 function per particle, about 31 µs each on PyMC 6 (a third of a warm ``sample_hais`` call on
-eight schools with its 1000 draws and 64 pilot particles). :func:`prior_sampler` instead
-(:class:`PriorSampler`) rewrites the initial-point expression (``make_initial_point_expression``, the one
+eight schools with its 1000 draws and 64 pilot particles). :class:`PriorSampler` instead
+rewrites the initial-point expression (``make_initial_point_expression``, the one
 ``pm.sample_smc`` uses) to draw ``n`` particles at once, ``n`` an input: every random variable
 with no random ancestor gets ``n`` more leading draws (PyMC's ``change_dist_size``) and the rest
 of the graph is vectorized over them (PyTensor's ``vectorize_graph``: a child's parameters

@@ -24,9 +24,8 @@ import numpy as np
 
 # PyMC module functions that `pm.` does not re-export (no public equivalent on PyMC 5.28 or 6.4):
 # the observed-data helper pm.sample uses for its own ArviZ output (the prior's draws:
-# prior.py; the JAX graph of pymc.sampling.jax: rewrites.py). Same names and behaviour on both versions, pinned by
-# tests/test_pymc.py (evidence against exact values, coords/dims) and tests/test_stack.py
-# (constant_data).
+# prior.py; the JAX graph of pymc.sampling.jax: rewrites.py). Same names and behaviour on both
+# versions, pinned by tests/test_pymc.py (evidence against exact values).
 from pymc.backends.arviz import find_observations
 from pymc.util import get_default_varnames
 from pytensor.compile.sharedvalue import SharedVariable
