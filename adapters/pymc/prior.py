@@ -7,9 +7,10 @@ rewrites the initial-point expression (``make_initial_point_expression``, the on
 ``pm.sample_smc`` uses) to draw ``n`` particles at once, ``n`` an input: every random variable
 with no random ancestor gets ``n`` more leading draws (PyMC's ``change_dist_size``) and the rest
 of the graph is vectorized over them (PyTensor's ``vectorize_graph``: a child's parameters
-then carry the batch, one child draw per parent draw). It runs on PyTensor's Python linker:
-nothing to compile (Numba took 1.7 s for the per-draw function's first call), and 1064 draws
-in 0.6 ms.
+then carry the batch, one child draw per parent draw). It runs on PyTensor's Python linker,
+which compiles nothing: built, rewritten and run for 64 and 1000 draws in 0.37 s on a
+process's first call, against 0.5 s for the per-draw function with PyTensor's Numba cache
+warm (1.7 s cold); later populations take 0.6 ms for 1064 draws, against 31 ms.
 
 A graph that cannot be vectorized (a random variable whose parameters are random and whose op
 PyTensor cannot vectorize, e.g. ``pm.LKJCholeskyCov``'s ``sd_dist``, or ``pm.HalfCauchy``
