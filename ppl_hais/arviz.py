@@ -192,6 +192,7 @@ def sample_stats_dataset(
         ds.attrs["ladder_checks"] = "\n".join(",".join(r.checks) for r in trajectory)
         ds.attrs["gradients"] = int(trajectory[-1].gradients)
         ds.attrs["shortfall"] = shortfall(trajectory)
+        ds.attrs["excess"] = float(trajectory[-1].excess)
         ds.attrs["cleared_checks"] = ",".join(trajectory[-1].cleared)
     if checks is None:
         checks = [msg for r in results for msg in r.checks]

@@ -54,6 +54,7 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.special import logsumexp
 
 from .estimators import importance_ess, log_mean_exp_se, pool
 from .pareto import tail_length, tail_shape
@@ -64,6 +65,7 @@ __all__ = [
     "KHAT_WARN",
     "ESS_FRACTION",
     "evidence_checks",
+    "excess",
     "importance_ess",
     "khat_applies",
     "lag_correlation",
@@ -89,6 +91,8 @@ BIAS_NOISE = 2.0
 LAG_WARN = 0.2  # Spearman ρ(log w, log f − log q) at or above this warns (and ≥ 4/√P)
 LAG_WITH_KHAT = (0.1, 0.3)  # ρ ≥ 0.1 (and 2.5/√P) together with k̂ ≥ 0.3 also warns
 DISCRETE_ACCEPT_WARN = 0.005  # mixed_kernel's integer moves taken in fewer steps: warns
+EXCESS_STATE = 0.05  # nats: a failed weight check states an excess of at least this
+EXCESS_TOP = 2  # the excess leaves out this many of the largest weights
 OUTSIDE_WARN = 0.1  # the lag check applies when this fraction of the final particles lies
 # outside the initial distribution's central 95% (twice the 5% of the initial draws)
 
@@ -133,6 +137,50 @@ def max_relative_weight(log_weights) -> float:
         return float("nan")
     top = np.max(lw)
     return float(1.0 / np.mean(np.exp(lw - top)))
+
+
+def excess(log_weights) -> float:
+    """Nats the estimate falls when its ``EXCESS_TOP`` largest weights are left out:
+    log Ẑ − log Ẑ₋, the mean weight of all P particles over the mean of the others (0 when
+    that is no fall; inf when the others' weights are all 0; NaN with fewer than
+    2·``EXCESS_TOP`` finite weights).
+
+    Weights with an infinite variance make log Ẑ too low on most runs and too high on a few:
+    those where a rare, large weight was drawn, and it dominates. Over 400 sets of 512
+    lognormal weights (σ = 2.5 and 3; ``tests/test_trust.py``) the fall without the two
+    largest covered the error (+ 0.1 nat) of 96 of 99 and 73 of 74 estimates more than 0.1
+    nat high; without the largest alone, 83 and 62. On the issue 29 suite's overestimates
+    (docs/trust_suite.md) one particle carried 22–71% of the weights and the estimate was
+    0.20–0.85 nat high. So it is what a failed weight check states as how far too *high* the
+    estimate may be.
+
+    >>> import numpy as np
+    >>> round(excess(np.log([1.0] * 98 + [49.0, 49.0])), 3)  # two of 100 carry half the weight
+    0.673
+    """
+    lw = np.asarray(log_weights, dtype=float).ravel()
+    lw = np.sort(lw[np.isfinite(lw)])
+    if lw.size < 2 * EXCESS_TOP:
+        return float("nan")
+    all_ = logsumexp(lw) - np.log(lw.size)
+    rest = logsumexp(lw[:-EXCESS_TOP]) - np.log(lw.size - EXCESS_TOP)
+    return float(max(0.0, all_ - rest))
+
+
+def _too_high(up, max_weight, num_particles) -> str:
+    """The clause a weight check adds when a few particles' weights may have lifted the
+    estimate: by :func:`excess`, at least ``EXCESS_STATE`` nats."""
+    if up is None or not up >= EXCESS_STATE:
+        return ""
+    carried = (
+        f" (the largest carries {max_weight / num_particles:.0%} of the weights)"
+        if max_weight is not None and np.isfinite(max_weight) and num_particles
+        else ""
+    )
+    return (
+        f"; or up to {up:.2f} nats too high: the estimate falls by that much without its "
+        f"{EXCESS_TOP} largest weights{carried}"
+    )
 
 
 def khat_applies(khat, max_weight=None) -> bool:
@@ -209,6 +257,7 @@ def evidence_checks(
     *,
     khat: float | None = None,
     max_weight: float | None = None,
+    excess: float | None = None,
     ess: float | None = None,
     num_particles: int = 0,
     num_nonfinite: int = 0,
@@ -226,7 +275,8 @@ def evidence_checks(
     """The failed trust checks of an evidence estimate, each as one sentence with its remedy.
 
     Each check runs when its figure is given: ``khat`` (Pareto k̂ of the weights; ignored when
-    ``max_weight``, :func:`max_relative_weight`, shows no tail: :func:`khat_applies`), ``ess``
+    ``max_weight``, :func:`max_relative_weight`, shows no tail: :func:`khat_applies`; a
+    failed k̂ states ``excess``, :func:`excess`, as how far too high the estimate may be), ``ess``
     (importance ESS of ``num_particles``), ``num_nonfinite`` of ``num_evaluations``
     proposals, ``gap``/``gap_se`` (a reverse run's estimate minus the forward one, and its
     noise), ``disagreement`` (pooled chains' spread over their own SE; > 3 warns),
@@ -266,14 +316,16 @@ def evidence_checks(
         out.append(
             f"pareto_k: Pareto k̂ = {khat:.2f} ≥ {KHAT_UNRELIABLE}: the importance weights are "
             "so heavy-tailed that the estimate is unreliable (typically too low) and its "
-            f"standard error is reported as inf. Remedy: {more}."
+            f"standard error is reported as inf{_too_high(excess, max_weight, num_particles)}. "
+            f"Remedy: {more}."
         )
     elif khat >= KHAT_WARN:
         out.append(
             f"pareto_k: Pareto k̂ = {khat:.2f} ≥ {KHAT_WARN}: the importance weights probably "
             "have an infinite variance, so the standard error understates the error and the "
-            "estimate is likely biased low (heavy tails or regions the particles rarely reach). "
-            f"Remedy: {more}; an initial distribution with heavier tails."
+            "estimate is likely biased low (heavy tails or regions the particles rarely "
+            f"reach){_too_high(excess, max_weight, num_particles)}. Remedy: {more}; an initial "
+            "distribution with heavier tails."
         )
     if ess is None:
         pass

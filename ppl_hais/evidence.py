@@ -101,6 +101,14 @@ class Evidence:
         return shortfall(self.trajectory) if self.trajectory else float("nan")
 
     @property
+    def excess(self) -> float:
+        """Nats the estimate may be too high: the fall of the last rung's estimate without its
+        largest weights (the largest over chains; :func:`ppl_hais.diagnostics.excess`)."""
+        if self.trajectory:
+            return self.trajectory[-1].excess
+        return _largest(r.excess for r in self.results)
+
+    @property
     def cleared(self) -> tuple[str, ...]:
         """The weights' checks the last rung failed but the joint decision accepted as false
         alarms (:func:`ppl_hais.ladder.clears`); its SE then comes from the rungs' spread."""
@@ -288,6 +296,7 @@ def evidence(
             float("nan") if bias is None else bias.gap, int(spent), time.perf_counter() - start,
             _largest(r.lag for r in results), outside=_largest(r.outside_initial for r in results),
             bias_gap_se=float("nan") if bias is None else bias.gap_se,
+            excess=_largest(r.excess for r in results),
         )  # fmt: skip
         if ladder and clears(trajectory + [rung]):
             _, var_delta = diagnostics.pool(

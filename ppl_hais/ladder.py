@@ -44,7 +44,9 @@ extrapolated by a slow power law (a forward anneal's log Ẑ is biased low and i
 shrinks with N; on heavy tails and funnels by a factor of only about ¾ per 4×). Where most
 particles ended beyond the start and still predict their weights (:func:`unsizable`), no
 figure here bounds what is missing, and the shortfall is ``inf``: on the suite's Student-t
-experts the sized figure covered the error on 24 of 39 runs.
+experts the sized figure covered the error on 24 of 39 runs. Where one weight dominates, the
+check also states how far too *high* the estimate may be: its fall without its largest
+weights (``Rung.excess``, :func:`ppl_hais.diagnostics.excess`).
 
 Example
 -------
@@ -65,7 +67,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .diagnostics import BIAS_NOISE
+from .diagnostics import BIAS_NOISE, EXCESS_STATE
 
 __all__ = [
     "DEFAULT_BUDGET",
@@ -116,6 +118,7 @@ class Rung(NamedTuple):
     cleared: tuple[str, ...] = ()  # weight checks that failed but :func:`clears` accepted
     outside: float = float("nan")  # the largest of the chains' outside fractions
     bias_gap_se: float = float("nan")  # the bias check's gap's standard error (NaN: not run)
+    excess: float = float("nan")  # the largest of the chains' excess (diagnostics.excess)
 
 
 def next_num_steps(num_steps: int) -> int:
@@ -298,6 +301,12 @@ def remaining_gap(trajectory, *, max_gradients) -> tuple[str, ...]:
             "neither shows a shortfall, so the failed checks may be false alarms on a converged "
             "estimate — or mass that no rung and no MCMC draw reached (tails heavier than the "
             "start's), which no check can size"
+        )
+    if last.excess >= EXCESS_STATE:  # False when NaN
+        verdict += (
+            f"; or up to {last.excess:.2f} nats too high, the fall of the estimate without its "
+            "largest weights (a few dominant weights lift an estimate whose weights have no "
+            "variance)"
         )
     said = "; ".join(parts) if parts else "no second rung fitted the budget"
     return (

@@ -22,6 +22,7 @@ from scipy.special import logsumexp
 from .diagnostics import (
     KHAT_UNRELIABLE,
     evidence_checks,
+    excess,
     importance_ess,
     khat_applies,
     lag_correlation,
@@ -175,6 +176,7 @@ class AISResult:
         checks = evidence_checks(
             khat=khat,
             max_weight=max_weight,
+            excess=excess(lw),
             ess=ess,
             num_particles=lw.size,
             num_nonfinite=int(num_nonfinite) + n_nan,
@@ -220,6 +222,12 @@ class AISResult:
     @property
     def acceptance(self):
         return self.trace.acceptance_rate
+
+    @property
+    def excess(self) -> float:
+        """Nats the estimate falls without its largest weights
+        (:func:`ppl_hais.diagnostics.excess`): how far too high they may have lifted it."""
+        return excess(self.log_weights)
 
     @property
     def num_particles(self) -> int:

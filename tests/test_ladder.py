@@ -183,6 +183,12 @@ def test_remaining_gap_reads_the_trajectory():
     assert shortfall(rising) == pytest.approx(max(0.05 * 3, 0.15 * 0.5625 / 0.4375))
     one = (Rung(1000, -1.0, float("inf"), ("pareto_k",), nan, 10, 0.1),)
     assert "no second rung fitted the budget" in remaining_gap(one, max_gradients=12)[0]
+    # a few dominant weights: the check also says how far too high the estimate may be
+    lifted = far[:1] + (far[1]._replace(excess=1.22),)
+    (msg,) = remaining_gap(lifted, max_gradients=100)
+    assert "shortfall = inf" in msg and "or up to 1.22 nats too high" in msg
+    assert "too high" not in remaining_gap(far[:1] + (far[1]._replace(excess=0.03),),
+                                           max_gradients=100)[0]
 
 
 def test_the_joint_decision_clears_weight_checks_only_when_independent_paths_agree():
