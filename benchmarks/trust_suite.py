@@ -249,7 +249,7 @@ def rung_features(ev, seconds):
     return dict(
         num_steps=ev.num_steps, log_z=ev.log_z, se=ev.log_z_se,
         se_delta=float(np.sqrt(np.mean([x.log_z_se_delta**2 for x in r]) / len(r))),
-        khat=[x.pareto_k for x in r], max_weight=[ph.diagnostics.max_relative_weight(x.log_weights)
+        khat=[x.pareto_k for x in r], max_weight=[ph.estimators.max_relative_weight(x.log_weights)
                                                   for x in r],
         ess=[x.ess for x in r], lag=[x.lag for x in r], outside=[x.outside_initial for x in r],
         chain_log_z=[x.log_z for x in r], chain_se=[x.log_z_se for x in r],
@@ -447,7 +447,7 @@ def write(args, rows):
         "ran; *stated gap covers*: wrong, warned runs whose error the warning's figure covers, + "
         "0.1 nat: a low run's by the stated shortfall (*unbounded*: runs whose shortfall is "
         "stated as inf, `ladder.unsizable`), a high run's by the stated excess (how far too "
-        "high its largest weights may have lifted it, `diagnostics.excess`); "
+        "high its largest weights may have lifted it, `estimators.excess`); "
         "*Bennett right*: of the runs whose last check ran, those whose Bennett bridge of the "
         "check's forward and reverse weights (`BiasCheck.log_z_bennett`, reported, not used) "
         "is within 0.1 nat, and in parentheses how many of the wrong runs it would have made "

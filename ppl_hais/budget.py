@@ -6,6 +6,11 @@ gets N = N_probe·(SE_probe / 0.9·target)² / C temperatures for C chains. The 
 depends only on discarded probes, so its Ẑ stays unbiased; whether it met the target is
 checked afterwards (the evidence workflow's ``target_se`` check).
 
+The convergence ladder's gradient accounting is here too: what a run spent
+(:func:`main_gradients`), what a bias check after the next rung is predicted to cost
+(:func:`bias_reserve`), and whether that rung and its check fit ``max_gradients``
+(:func:`next_fits`).
+
 A probe whose SE is not finite (k̂ ≥ 0.7: its weights' variance is not estimable) says
 nothing about N. It gets a longer probe (4× the temperatures, while the budget allows), not
 the largest N allowed: an infinite SE from 200 temperatures had made a two-mode mixture, which
@@ -33,8 +38,9 @@ import numpy as np
 from . import diagnostics
 from .annealing import PilotOptions, ais
 from .annealing.kernels import TransitionKernel, hais_kernel
+from .ladder import next_num_steps
 
-__all__ = ["StepsPlan", "choose_num_steps"]
+__all__ = ["Spent", "StepsPlan", "bias_reserve", "choose_num_steps", "main_gradients", "next_fits"]
 
 PROBE_STEPS = 200
 PROBE_GROWTH = 4  # an infinite-SE probe is rerun with this many times the temperatures
@@ -113,3 +119,37 @@ def choose_num_steps(
     steps = int(np.clip(np.ceil(wanted), PROBE_STEPS, room))
     predicted = se * np.sqrt(probe_steps / steps / num_chains) if np.isfinite(se) else np.inf
     return StepsPlan(steps, float(predicted), float(se), probe_steps, spent)
+
+
+# -- the convergence ladder's gradient accounting (ppl_hais.evidence)
+def main_gradients(results) -> int:
+    """Model gradients of a run's chains (their particles × gradients per particle)."""
+    return int(sum(r.settings["gradients_per_particle"] * r.num_particles for r in results))
+
+
+def bias_reserve(num_steps, gradients_per_step, last_check, num_draws=256):
+    """What a bias check after a run of ``num_steps`` temperatures is predicted to cost: its
+    reverse anneal (``num_draws`` chains over the schedule) and its MCMC (as the last check's,
+    or 128 chains × 400 transitions × 8 leapfrog steps before any has run)."""
+    reverse = num_draws * num_steps * gradients_per_step
+    if last_check is None:
+        return int(reverse + 128 * 400 * 8 * gradients_per_step)
+    mcmc = last_check.gradients - last_check.num_draws * last_check.num_steps * gradients_per_step
+    return int(reverse + max(mcmc, 0))
+
+
+def next_fits(spent, last_check, *, ladder, max_gradients, checking, steps, per_step, gps):
+    """Whether the ladder's next rung, and a bias check after it, fit the gradient budget."""
+    if not ladder:
+        return False
+    nxt = next_num_steps(steps)
+    reserve = bias_reserve(nxt, gps, last_check) if checking else 0
+    return spent + per_step * nxt + reserve <= max_gradients
+
+
+class Spent(NamedTuple):
+    """What the last bias check cost: its gradients, reverse-anneal draws and temperatures."""
+
+    gradients: int
+    num_draws: int
+    num_steps: int

@@ -12,10 +12,11 @@ its number can be trusted, and each is checked here:
   the 10-D funnel sit at k̂ ≈ 0.5–1 and −0.2 to −1 nats off). k̂ ≥ 0.7: the estimate is
   unreliable, and the standard error is reported as ``inf``: a self-normalized error bar can
   never exceed about 1 (it is (P·ΣW² − 1)/(P − 1) ≤ 1), however wrong the run. Both apply
-  only when the weights show a tail at all (:func:`max_relative_weight` above 3): a Pareto fit
-  to weights that are all within a factor 3 of their mean extrapolates a tail the sample does
-  not have (a small cluster of particles half a nat above the rest gave k̂ = 1.5–3.6 at an
-  importance ESS of 98%).
+  only when the weights show a tail at all (the largest weight over the mean above 3,
+  :func:`~ppl_hais.estimators.max_relative_weight`): a Pareto fit to weights that are all
+  within a factor 3 of their mean extrapolates a tail the sample does not have (a small
+  cluster of particles half a nat above the rest gave k̂ = 1.5–3.6 at an importance ESS of
+  98%).
 * **The importance effective sample size** (Σw)²/Σw² below 10% of the particles, where k̂
   cannot vouch for the SE (at k̂ < ½ the SE already says how few particles carry the estimate).
 * **Lag** (:func:`lag_correlation`): whether the final positions still predict their weights.
@@ -54,9 +55,8 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.special import logsumexp
 
-from .estimators import importance_ess, log_mean_exp_se, pool
+from .estimators import EXCESS_TOP, importance_ess, log_mean_exp_se, pool
 from .pareto import tail_length, tail_shape
 
 __all__ = [
@@ -65,11 +65,9 @@ __all__ = [
     "KHAT_WARN",
     "ESS_FRACTION",
     "evidence_checks",
-    "excess",
     "importance_ess",
     "khat_applies",
     "lag_correlation",
-    "max_relative_weight",
     "outside_fraction",
     "log_mean_exp_se",
     "pareto_khat",
@@ -92,7 +90,6 @@ LAG_WARN = 0.2  # Spearman ρ(log w, log f − log q) at or above this warns (an
 LAG_WITH_KHAT = (0.1, 0.3)  # ρ ≥ 0.1 (and 2.5/√P) together with k̂ ≥ 0.3 also warns
 DISCRETE_ACCEPT_WARN = 0.005  # mixed_kernel's integer moves taken in fewer steps: warns
 EXCESS_STATE = 0.05  # nats: a failed weight check states an excess of at least this
-EXCESS_TOP = 2  # the excess leaves out this many of the largest weights
 OUTSIDE_WARN = 0.1  # the lag check applies when this fraction of the final particles lies
 # outside the initial distribution's central 95% (twice the 5% of the initial draws)
 
@@ -128,48 +125,9 @@ def _ranks(x):
     return ranks
 
 
-def max_relative_weight(log_weights) -> float:
-    """P·max W: the largest importance weight over the mean weight (1 for equal weights, P
-    for a run collapsed onto one particle; NaN without a finite weight)."""
-    lw = np.asarray(log_weights, dtype=float).ravel()
-    lw = lw[~np.isnan(lw)]
-    if lw.size == 0 or not np.any(np.isfinite(lw)):
-        return float("nan")
-    top = np.max(lw)
-    return float(1.0 / np.mean(np.exp(lw - top)))
-
-
-def excess(log_weights) -> float:
-    """Nats the estimate falls when its ``EXCESS_TOP`` largest weights are left out:
-    log Ẑ − log Ẑ₋, the mean weight of all P particles over the mean of the others (0 when
-    that is no fall; inf when the others' weights are all 0; NaN with fewer than
-    2·``EXCESS_TOP`` finite weights).
-
-    Weights with an infinite variance make log Ẑ too low on most runs and too high on a few:
-    those where a rare, large weight was drawn, and it dominates. Over 400 sets of 512
-    lognormal weights (σ = 2.5 and 3; ``tests/test_trust.py``) the fall without the two
-    largest covered the error (+ 0.1 nat) of 96 of 99 and 73 of 74 estimates more than 0.1
-    nat high; without the largest alone, 83 and 62. On the issue 29 suite's overestimates
-    (docs/trust_suite.md) one particle carried 22–71% of the weights and the estimate was
-    0.20–0.85 nat high. So it is what a failed weight check states as how far too *high* the
-    estimate may be.
-
-    >>> import numpy as np
-    >>> round(excess(np.log([1.0] * 98 + [49.0, 49.0])), 3)  # two of 100 carry half the weight
-    0.673
-    """
-    lw = np.asarray(log_weights, dtype=float).ravel()
-    lw = np.sort(lw[np.isfinite(lw)])
-    if lw.size < 2 * EXCESS_TOP:
-        return float("nan")
-    all_ = logsumexp(lw) - np.log(lw.size)
-    rest = logsumexp(lw[:-EXCESS_TOP]) - np.log(lw.size - EXCESS_TOP)
-    return float(max(0.0, all_ - rest))
-
-
 def _too_high(up, max_weight, num_particles) -> str:
     """The clause a weight check adds when a few particles' weights may have lifted the
-    estimate: by :func:`excess`, at least ``EXCESS_STATE`` nats."""
+    estimate: by :func:`~ppl_hais.estimators.excess`, at least ``EXCESS_STATE`` nats."""
     if up is None or not up >= EXCESS_STATE:
         return ""
     carried = (
@@ -275,8 +233,9 @@ def evidence_checks(
     """The failed trust checks of an evidence estimate, each as one sentence with its remedy.
 
     Each check runs when its figure is given: ``khat`` (Pareto k̂ of the weights; ignored when
-    ``max_weight``, :func:`max_relative_weight`, shows no tail: :func:`khat_applies`; a
-    failed k̂ states ``excess``, :func:`excess`, as how far too high the estimate may be), ``ess``
+    ``max_weight``, :func:`~ppl_hais.estimators.max_relative_weight`, shows no tail:
+    :func:`khat_applies`; a failed k̂ states ``excess``, :func:`~ppl_hais.estimators.excess`,
+    as how far too high the estimate may be), ``ess``
     (importance ESS of ``num_particles``), ``num_nonfinite`` of ``num_evaluations``
     proposals, ``gap``/``gap_se`` (a reverse run's estimate minus the forward one, and its
     noise), ``disagreement`` (pooled chains' spread over their own SE; > 3 warns),

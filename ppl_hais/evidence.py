@@ -41,7 +41,6 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -51,7 +50,7 @@ from ._names import refuse_unknown
 from .annealing import PilotOptions, RunOptions, ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import HAISOptions
-from .budget import SE_SLACK, StepsPlan, choose_num_steps
+from .budget import SE_SLACK, Spent, StepsPlan, choose_num_steps, main_gradients, next_fits
 from .density import ModelDensity
 from .estimators import disagreement
 from .ladder import (
@@ -103,7 +102,7 @@ class Evidence:
     @property
     def excess(self) -> float:
         """Nats the estimate may be too high: the fall of the last rung's estimate without its
-        largest weights (the largest over chains; :func:`ppl_hais.diagnostics.excess`)."""
+        largest weights (the largest over chains; :func:`ppl_hais.estimators.excess`)."""
         if self.trajectory:
             return self.trajectory[-1].excess
         return _largest(r.excess for r in self.results)
@@ -146,22 +145,6 @@ class Evidence:
         """(chains, particles) indices drawn by weight, from the user's key."""
         keys = jax.random.split(rng_key, len(self.results))
         return np.stack([r.resample(k) for r, k in zip(self.results, keys, strict=True)])
-
-
-def _main_gradients(results) -> int:
-    """Model gradients of a run's chains (their particles × gradients per particle)."""
-    return int(sum(r.settings["gradients_per_particle"] * r.num_particles for r in results))
-
-
-def _bias_reserve(num_steps, gradients_per_step, last_check, num_draws=256):
-    """What a bias check after a run of ``num_steps`` temperatures is predicted to cost: its
-    reverse anneal (``num_draws`` chains over the schedule) and its MCMC (as the last check's,
-    or 128 chains × 400 transitions × 8 leapfrog steps before any has run)."""
-    reverse = num_draws * num_steps * gradients_per_step
-    if last_check is None:
-        return int(reverse + 128 * 400 * 8 * gradients_per_step)
-    mcmc = last_check.gradients - last_check.num_draws * last_check.num_steps * gradients_per_step
-    return int(reverse + max(mcmc, 0))
 
 
 @float64
@@ -258,7 +241,7 @@ def evidence(
         key = key_chains if not trajectory else jax.random.fold_in(key_chains, len(trajectory))
         results = _chains(key, target, kernel, pilot, (pilot_options, run_options), num_chains,
                           num_particles, steps, progress_bar)  # fmt: skip
-        spent += _main_gradients(results)
+        spent += main_gradients(results)
         log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
         checks = pooled_checks(results)
         if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
@@ -276,7 +259,7 @@ def evidence(
         # previous rung it may show them to be false alarms (ppl_hais.ladder.clears)
         weight_only = bool(checks) and set(_check_names(checks)) <= set(WEIGHT_CHECKS)
         if checking and (
-            not checks or not _next_fits(spent, last_check, **fits)
+            not checks or not next_fits(spent, last_check, **fits)
             or (ladder and trajectory and weight_only)
         ):  # fmt: skip
             if bias_check is True or needs_check(results):
@@ -287,7 +270,7 @@ def evidence(
                     step_size=pilot_options.step_size, progress_bar=progress_bar,
                 )  # fmt: skip
                 spent += bias.gradients
-                last_check = _Spent(bias.gradients, bias.num_draws, steps)
+                last_check = Spent(bias.gradients, bias.num_draws, steps)
                 checks = checks + diagnostics.evidence_checks(
                     bias_gap=bias.gap, bias_gap_se=bias.gap_se
                 )
@@ -307,7 +290,7 @@ def evidence(
             rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)
             checks = ()
         trajectory.append(rung)
-        if settled(rung) or not _next_fits(spent, last_check, **fits):
+        if settled(rung) or not next_fits(spent, last_check, **fits):
             break
         steps = next_num_steps(steps)
     if ladder:
@@ -338,15 +321,6 @@ def _improper_note(model) -> str:
     )
 
 
-def _next_fits(spent, last_check, *, ladder, max_gradients, checking, steps, per_step, gps):
-    """Whether the ladder's next rung, and a bias check after it, fit the gradient budget."""
-    if not ladder:
-        return False
-    nxt = next_num_steps(steps)
-    reserve = _bias_reserve(nxt, gps, last_check) if checking else 0
-    return spent + per_step * nxt + reserve <= max_gradients
-
-
 def _check_names(checks) -> tuple[str, ...]:
     """The checks' names ("pareto_k", "lag", ...), once each, chain labels dropped."""
     names = []
@@ -356,12 +330,6 @@ def _check_names(checks) -> tuple[str, ...]:
         if name not in names:
             names.append(name)
     return tuple(names)
-
-
-class _Spent(NamedTuple):
-    gradients: int
-    num_draws: int
-    num_steps: int
 
 
 def _chains(key, target, kernel, pilot, options, num_chains, num_particles, num_steps,

@@ -46,7 +46,7 @@ particles ended beyond the start and still predict their weights (:func:`unsizab
 figure here bounds what is missing, and the shortfall is ``inf``: on the suite's Student-t
 experts the sized figure covered the error on 24 of 39 runs. Where one weight dominates, the
 check also states how far too *high* the estimate may be: its fall without its largest
-weights (``Rung.excess``, :func:`ppl_hais.diagnostics.excess`).
+weights (``Rung.excess``, :func:`ppl_hais.estimators.excess`).
 
 Example
 -------
@@ -118,7 +118,7 @@ class Rung(NamedTuple):
     cleared: tuple[str, ...] = ()  # weight checks that failed but :func:`clears` accepted
     outside: float = float("nan")  # the largest of the chains' outside fractions
     bias_gap_se: float = float("nan")  # the bias check's gap's standard error (NaN: not run)
-    excess: float = float("nan")  # the largest of the chains' excess (diagnostics.excess)
+    excess: float = float("nan")  # the largest of the chains' excess (estimators.excess)
 
 
 def next_num_steps(num_steps: int) -> int:

@@ -28,11 +28,10 @@ from .diagnostics import (
     KHAT_UNRELIABLE,
     evidence_checks,
     khat_applies,
-    max_relative_weight,
     pareto_khat,
     warn,
 )
-from .estimators import importance_ess, log_mean_exp_se
+from .estimators import importance_ess, log_mean_exp_se, max_relative_weight
 from .precision import float64
 from .refinement import DiagonalNormal, refine
 from .result import AnnealingError

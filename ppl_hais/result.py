@@ -22,14 +22,13 @@ from scipy.special import logsumexp
 from .diagnostics import (
     KHAT_UNRELIABLE,
     evidence_checks,
-    excess,
     importance_ess,
     khat_applies,
     lag_correlation,
     log_mean_exp_se,
-    max_relative_weight,
     pareto_khat,
 )
+from .estimators import excess, max_relative_weight
 
 __all__ = ["AISResult", "AnnealingTrace", "AnnealingError", "log_mean_exp_se"]
 
@@ -226,7 +225,7 @@ class AISResult:
     @property
     def excess(self) -> float:
         """Nats the estimate falls without its largest weights
-        (:func:`ppl_hais.diagnostics.excess`): how far too high they may have lifted it."""
+        (:func:`ppl_hais.estimators.excess`): how far too high they may have lifted it."""
         return excess(self.log_weights)
 
     @property

@@ -16,7 +16,7 @@ import pytest
 from scipy import special, stats
 
 import ppl_hais as ph
-from ppl_hais import diagnostics, starts
+from ppl_hais import diagnostics, estimators, starts
 from ppl_hais.annealing import PilotOptions
 from ppl_hais.evidence import evidence
 
@@ -138,7 +138,7 @@ def test_too_few_particles_for_khat_is_reported_not_hidden():
 def test_a_failed_khat_states_how_far_too_high_a_few_large_weights_may_lift_the_estimate():
     """Lognormal weights with a known mean (σ = 2.5: log E[w] = σ²/2; k = ∞, every tail
     check fails): most estimates fall low, a few land high where a rare large weight was
-    drawn. The fall without the two largest weights (diagnostics.excess) covers the error
+    drawn. The fall without the two largest weights (estimators.excess) covers the error
     of the high ones, + 0.1 nat, on at least 90% of them (measured 96 of 99 at this seed); on
     a set dominated by one weight the k̂ warning states it."""
     rng = np.random.default_rng(0)
@@ -149,7 +149,7 @@ def test_a_failed_khat_states_how_far_too_high_a_few_large_weights_may_lift_the_
         err = special.logsumexp(lw) - np.log(num) - sigma**2 / 2
         if err > 0.1:
             high += 1
-            covered += err <= diagnostics.excess(lw) + 0.1
+            covered += err <= estimators.excess(lw) + 0.1
     assert high >= 50 and covered >= 0.9 * high, (covered, high)
     rest = rng.normal(0.0, 0.5, num - 1)
     lw = np.r_[rest, np.log(3.0 * np.exp(rest).sum())]  # one weight: 3/4 of the total
@@ -160,7 +160,7 @@ def test_a_failed_khat_states_how_far_too_high_a_few_large_weights_may_lift_the_
     assert res.excess == pytest.approx(np.log(np.exp(lw).mean() / without.mean()))
     (msg,) = [c for c in res.checks if c.startswith("pareto_k")]
     assert f"or up to {res.excess:.2f} nats too high" in msg and "carries 75%" in msg
-    assert diagnostics.excess(np.zeros(num)) == 0.0 and np.isnan(diagnostics.excess([0.0]))
+    assert estimators.excess(np.zeros(num)) == 0.0 and np.isnan(estimators.excess([0.0]))
 
 
 def test_bdmc_sandwiches_the_evidence_on_simulated_data():

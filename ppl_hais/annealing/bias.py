@@ -49,7 +49,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from .. import diagnostics
+from .. import diagnostics, estimators
 from ..bridge.sampling import _iterate, _relative_se
 from ..estimators import log_mean_exp_se
 from ..mcmc.sampler import sample as mcmc_sample
@@ -139,7 +139,7 @@ def bennett(log_w_forward, log_w_reverse, *, log_z_initial: float = 0.0, tol: fl
 def needs_check(results) -> bool:
     """Whether ``bias_check="auto"`` checks these (a chain's) results."""
     for r in results:
-        tail = diagnostics.max_relative_weight(r.log_weights)
+        tail = estimators.max_relative_weight(r.log_weights)
         khat = r.pareto_k if diagnostics.khat_applies(r.pareto_k, tail) else 0.0
         if (
             r.checks
