@@ -36,14 +36,15 @@ def _from_idata(idata):
     )
     gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
     short = float(ss.attrs.get("shortfall", float("nan")))
+    up = float(ss.attrs.get("excess", float("nan")))
     if "log_marginal_likelihood_se" in ss:
         se = np.asarray(ss["log_marginal_likelihood_se"].values, float)
         est, var = pool(lml, se)
-        return est, float(np.sqrt(var)), warned, gap, short
+        return est, float(np.sqrt(var)), warned, gap, short, up
     if lml.size > 1:  # independent chains without their own error bars: their spread
         est = float(logsumexp(lml) - np.log(lml.size))
-        return est, float(np.std(lml, ddof=1) / np.sqrt(lml.size)), warned, gap, short
-    return float(lml[0]), float("nan"), warned, gap, short
+        return est, float(np.std(lml, ddof=1) / np.sqrt(lml.size)), warned, gap, short, up
+    return float(lml[0]), float("nan"), warned, gap, short, up
 
 
 def evidence_of(obj):
@@ -54,21 +55,24 @@ def evidence_of(obj):
 
 
 def _estimate(obj):
-    """(log evidence, standard error, warned, bias gap, shortfall): ``warned`` is whether a
-    trust check of that estimate failed; the gap is its bias check's and the shortfall the
-    convergence ladder's (:func:`ppl_hais.ladder.shortfall`), NaN when none ran."""
+    """(log evidence, standard error, warned, bias gap, shortfall, excess): ``warned`` is
+    whether a trust check of that estimate failed; the gap is its bias check's, the shortfall
+    the convergence ladder's (:func:`ppl_hais.ladder.shortfall`) and the excess the fall
+    without its largest weights (:func:`ppl_hais.estimators.excess`), NaN when none ran."""
     nan = float("nan")
     gap = float(getattr(obj, "bias_gap", nan))
     short = float(getattr(getattr(obj, "evidence", obj), "shortfall", nan))
+    up = float(getattr(getattr(obj, "evidence", obj), "excess", nan))
     if hasattr(obj, "log_evidence") and hasattr(obj, "log_evidence_se"):
-        return float(obj.log_evidence), float(obj.log_evidence_se), bool(obj.warning), gap, short
+        return (float(obj.log_evidence), float(obj.log_evidence_se), bool(obj.warning), gap,
+                short, up)  # fmt: skip
     if hasattr(obj, "log_z") and hasattr(obj, "log_z_se"):
         warned = bool(getattr(obj, "warning", False))
-        return float(obj.log_z), float(obj.log_z_se), warned, gap, short
+        return float(obj.log_z), float(obj.log_z_se), warned, gap, short, up
     if hasattr(obj, "sample_stats") or (hasattr(obj, "children") and "sample_stats" in obj):
         return _from_idata(obj)
     if isinstance(obj, tuple) and len(obj) == 2:
-        return float(obj[0]), float(obj[1]), False, nan, nan
+        return float(obj[0]), float(obj[1]), False, nan, nan, nan
     raise TypeError(f"cannot read a log evidence from {type(obj).__name__}")
 
 
@@ -93,7 +97,8 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
         estimate, in nats; NaN where none ran: :mod:`ppl_hais.annealing.bias`),
         ``shortfall`` (nats the estimate may be too low by its convergence ladder,
         :func:`ppl_hais.ladder.shortfall`; inf where that cannot be sized, NaN where no
-        ladder ran).
+        ladder ran), ``excess`` (nats it may be too high: its fall without its two largest
+        weights, :func:`ppl_hais.estimators.excess`; NaN where unknown).
 
     Examples
     --------
@@ -131,6 +136,7 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
             "warning": warned[order],
             "gap": np.array([e[3] for e in est])[order],
             "shortfall": np.array([e[4] for e in est])[order],
+            "excess": np.array([e[5] for e in est])[order],
         },
         index=[names[i] for i in order],
     )

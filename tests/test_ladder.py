@@ -268,6 +268,9 @@ def test_the_trajectory_reaches_arviz_compare_and_the_plot():
         table = ph.compare_evidence({"ev": ev, "idata": idata, "pair": (0.0, 0.1)})
     assert table.loc["ev", "shortfall"] == table.loc["idata", "shortfall"] == ev.shortfall
     assert np.isnan(table.loc["pair", "shortfall"])
+    assert ss.attrs["excess"] == ev.excess == ev.trajectory[-1].excess >= 0
+    assert table.loc["ev", "excess"] == table.loc["idata", "excess"] == ev.excess
+    assert np.isnan(table.loc["pair", "excess"])
     for source in (ev, idata):
         ax = ph.plots.plot_convergence(source)
         assert "a check failed (EvidenceWarning)" in [t.get_text() for t in ax.get_legend().texts]
