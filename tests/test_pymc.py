@@ -366,6 +366,22 @@ def test_prior_draws_at_once_match_the_per_draw_loop():
     np.testing.assert_array_equal(again[0], again[1])
     assert not np.allclose(again[0], again[2])
 
+    # integer, zero-sum and data-shaped variables batch too, and keep their prior
+    with pm.Model() as mixed:
+        x = pm.Data("x", np.arange(5.0))
+        p = pm.Beta("p", 2.0, 2.0)
+        k = pm.Bernoulli("k", p)
+        z = pm.ZeroSumNormal("z", sigma=2.0, shape=3)
+        b = pm.Normal("b", z.sum() + k, 1.0, shape=x.shape)
+        pm.Normal("y", b, 1.0, observed=np.ones(5))
+    target = cached_target(mixed)
+    at_once = PriorSampler(mixed, target.shapes)
+    loop = PriorSampler(mixed, target.shapes, vectorize=False)
+    assert at_once.vectorized
+    a, b = target.ravel(at_once(3000, seed=1)), target.ravel(loop(3000, seed=2))
+    pvalues = [ks_2samp(a[:, j], b[:, j]).pvalue for j in range(target.dim)]
+    assert min(pvalues) > 0.001 / target.dim, pvalues
+
     with pm.Model() as nested:
         mu = pm.Normal("mu", 0.0, 1.0)
         pm.HalfCauchy("s", pm.math.exp(mu))

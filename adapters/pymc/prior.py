@@ -101,7 +101,7 @@ class PriorSampler:
         n = pt.iscalar("num_draws")
         try:
             batched = _batched(expr, n) if vectorize else None
-        except (NotImplementedError, TypeError, ValueError):
+        except Exception:  # noqa: BLE001 - any graph this cannot batch is drawn per particle
             batched = None
         self.vectorized = batched is not None
         if self.vectorized:
