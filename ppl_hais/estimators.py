@@ -90,9 +90,8 @@ def max_relative_weight(log_weights) -> float:
 
 def excess(log_weights) -> float:
     """Nats the estimate falls when its ``EXCESS_TOP`` largest weights are left out:
-    log Ẑ − log Ẑ₋, the mean weight of all P particles over the mean of the others (0 when
-    that is no fall; inf when the others' weights are all 0; NaN with fewer than
-    2·``EXCESS_TOP`` finite weights).
+    log Ẑ − log Ẑ₋, the mean weight of all P particles over the mean of the others, over the
+    finite log weights (0 when that is no fall; NaN with fewer than 2·``EXCESS_TOP`` of them).
 
     Weights with an infinite variance make log Ẑ too low on most runs and too high on a few:
     those where a rare, large weight was drawn, and it dominates. Over 400 sets of 512
