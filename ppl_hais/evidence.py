@@ -69,7 +69,7 @@ from .ladder import (
 from .mcmc.fast_random import check_key
 from .precision import float64
 from .result import AISResult
-from .starts import _choose_initial, choose_initial, transition
+from .starts import _choose_initial, _method, choose_initial, transition
 from .starts import discrete as _discrete
 from .target import AnnealingTarget
 
@@ -268,6 +268,7 @@ def evidence(
                     pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
                     kernel=kernel_options.kernel(),  # the main run's (no discrete moves)
                     step_size=pilot_options.step_size, progress_bar=progress_bar,
+                    log_density=_method(model, "log_joint"),  # one MCMC program for any start
                 )  # fmt: skip
                 spent += bias.gradients
                 last_check = Spent(bias.gradients, bias.num_draws, steps)

@@ -59,6 +59,30 @@ def test_new_number_of_temperatures_compiles_nothing(executables):
     assert abs(first.log_z - exact) < 5 * first.log_z_se + 0.1
 
 
+def test_bias_check_compiles_one_mcmc_for_every_start():
+    """The bias check's MCMC samples the model's joint density, the same function from the
+    prior and from a Laplace fit, so a second start compiles no second MCMC (issue 33)."""
+    from ppl_hais.density import SplitDensity
+    from ppl_hais.evidence import evidence
+    from ppl_hais.mcmc import sampler
+
+    class Model(SplitDensity):  # y = 1 under N(z, 0.5²) per coordinate, z ~ N(0, I)
+        dim, improper, prior = 2, (), ph.Gaussian(jnp.zeros(2))
+
+        def log_parts(self, z):
+            return self.prior.log_prob(z), -2.0 * jnp.sum((1.0 - z) ** 2)
+
+    model, misses = Model(), sampler._compiled.cache_info().misses
+    exact = 2 * (-0.5 * np.log(2 * np.pi * 1.25) - 0.5 / 1.25) + 2 * np.log(np.sqrt(np.pi / 2))
+    for initial in ("prior", "laplace"):
+        ev = evidence(jax.random.key(0), model, initial=initial, num_particles=128,
+                      num_steps=1000, bias_check=True, progress_bar=False)  # fmt: skip
+        assert ev.initial == initial and ev.bias is not None
+        assert abs(ev.log_z - exact) < 5 * ev.log_z_se + 0.05
+        assert abs(ev.bias.log_z_upper - exact) < 5 * ev.bias.log_z_upper_se + 0.05
+    assert sampler._compiled.cache_info().misses - misses == 1
+
+
 def test_padded_schedule_matches_unpadded():
     """The scan run on a padded schedule with N given equals the scan on the bare schedule,
     also when N is not a whole number of bins."""

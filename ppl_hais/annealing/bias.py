@@ -180,6 +180,7 @@ def check_bias(
     kernel=None,
     step_size="auto",
     progress_bar: bool = False,
+    log_density=None,
 ) -> BiasCheck:
     """Anneal back from MCMC-refreshed posterior draws; return the upper estimate and the gap.
 
@@ -190,6 +191,9 @@ def check_bias(
     ``num_mcmc // 2`` apart) after ``num_mcmc`` warmup transitions. ``log_z``/``log_z_se``:
     the forward estimate the gap is measured from (default: the pooled chains'). ``kernel``:
     the forward run's transition kernel (default: HAIS with ``refresh`` and ``num_leapfrog``).
+    ``log_density``: the posterior's log density the MCMC samples, a pytree (default: the
+    target's log q + r). The evidence workflow passes the model's joint density, the same
+    function whatever the start, so one compiled MCMC serves every start.
     """
     betas = np.asarray(results[0].betas, dtype=float)
     particles = np.concatenate([np.asarray(r.particles) for r in results])
@@ -203,7 +207,8 @@ def check_bias(
     u = (np.asarray(jax.random.uniform(key_pick)) + np.arange(num_chains)) / num_chains
     idx = np.minimum(np.searchsorted(np.cumsum(w / w.sum()), u), len(w) - 1)
     mcmc = mcmc_sample(
-        key_mcmc, _final_log_density(target), particles[idx], num_warmup=int(num_mcmc),
+        key_mcmc, _final_log_density(target) if log_density is None else log_density,
+        particles[idx], num_warmup=int(num_mcmc),
         num_samples=int(num_mcmc), flips="standard", progress_bar=False,
     )  # fmt: skip
     samples = np.asarray(mcmc.samples)
