@@ -349,7 +349,7 @@ def _chains(key, target, kernel, pilot, options, num_chains, num_particles, num_
 
 
 _CHECKED = ("step_size", "target_accept", "refresh", "num_leapfrog", "lookahead", "flips",
-            "step_size_jitter", "schedule", "num_pilot_particles", "num_pilot_steps",
+            "step_size_jitter", "local_steps", "schedule", "num_pilot_particles", "num_pilot_steps",
             "num_bins")  # fmt: skip
 
 

@@ -72,6 +72,7 @@ def check(
     lookahead=None,
     flips=None,
     step_size_jitter=None,
+    local_steps=None,
     initial=None,
     schedule=None,
     bias_check=None,
@@ -111,6 +112,11 @@ def check(
         isinstance(step_size_jitter, numbers.Real) and 0 <= step_size_jitter <= 1
     ):
         raise ValueError(f"step_size_jitter must be in [0, 1], got {step_size_jitter!r}")
+    if local_steps is not None and not isinstance(local_steps, bool | np.bool_):
+        raise ValueError(f"local_steps must be True or False, got {local_steps!r}")
+    if local_steps and ((lookahead is not None and int(lookahead) > 1)
+                        or (flips is not None and flips != "standard")):  # fmt: skip
+        raise ValueError("local_steps needs lookahead=1 and flips='standard'")
     if isinstance(initial, str):
         _choice("initial", initial, INITIALS)
     if isinstance(schedule, str):

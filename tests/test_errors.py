@@ -50,6 +50,8 @@ def test_initial_outside_bounds_is_refused(key):
         (dict(step_size=-1.0), "positive"),
         (dict(step_size="adaptive"), "'auto'"),
         (dict(step_size_jitter=1.5), r"step_size_jitter must be in \[0, 1\]"),
+        (dict(local_steps="yes"), "local_steps must be True or False"),
+        (dict(local_steps=True, flips="reduced"), "local_steps needs lookahead=1"),
         # the core's own options, named where they are given (2.5 particles ran as 2, an
         # acceptance target of 1.5 was chased, num_pilot_steps=0 divided by zero)
         (dict(num_particles=2.5), "num_particles must be an integer of at least 2"),

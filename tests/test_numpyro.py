@@ -61,6 +61,23 @@ def test_normal_normal(dim):
     np.testing.assert_array_less(np.abs(s.var(0) * prec - 1), 5 * np.sqrt(2 / ess))
 
 
+def test_local_steps_reach_the_pilot_and_the_run(monkeypatch):
+    """``phn.HAIS(local_steps=True)``: the pilot tunes the per-particle transition the main
+    run uses, and the estimate stays exact (docs/local_steps.md)."""
+    import ppl_hais.starts as starts
+
+    kernels, real = [], starts.survey
+    monkeypatch.setattr(starts, "survey", lambda k, t, kernel, **kw: kernels.append(kernel)
+                        or real(k, t, kernel, **kw))  # fmt: skip
+    y = np.random.default_rng(3).normal(1.0, 1.0, size=(15, 2))
+    cov = np.eye(15) + 4.0 * np.ones((15, 15))
+    exact = sum(multivariate_normal(np.full(15, 0.5), cov).logpdf(y[:, j]) for j in range(2))
+    h = evidence(normal_normal, y=jnp.asarray(y), opts=dict(local_steps=True, num_steps=500))
+    assert kernels and all(k.name == "hais_local" for k in kernels)
+    assert h.results[0].settings["kernel"] == "hais_local"
+    check(h, exact)
+
+
 def blr(X, y=None):
     w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
     numpyro.sample("y", dist.Normal(X @ w, 1.0), obs=y)

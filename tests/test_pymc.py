@@ -224,6 +224,19 @@ def test_dirichlet_multinomial_and_laplace_start():
     check(est, se, exact)
 
 
+def test_local_steps_reach_the_run():
+    """``sample_hais(local_steps=True)`` anneals with per-particle step sizes, exactly."""
+    y = np.random.default_rng(4).normal(1.0, 1.0, size=(15, 2))
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.5, 2.0, shape=2)
+        pm.Normal("y", mu, 1.0, observed=y)
+    idata, est, se = evidence(model, local_steps=True, num_steps=500)
+    cov = np.eye(15) + 4.0 * np.ones((15, 15))
+    exact = sum(multivariate_normal(np.full(15, 0.5), cov).logpdf(y[:, j]) for j in range(2))
+    check(est, se, exact)
+    assert idata.sample_stats.attrs["hais_kernel"] == "hais_local"
+
+
 def test_potential_counts_as_likelihood():
     with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 1.0)

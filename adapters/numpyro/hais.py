@@ -87,10 +87,12 @@ class HAIS:
         nats (``evidence.bias_gap``): a gap beyond its noise warns, stating it
         (:mod:`ppl_hais.annealing.bias`). ``"auto"`` checks runs that give a reason to, so
         easy models pay nothing.
-    num_leapfrog, flips, lookahead
+    num_leapfrog, flips, lookahead, local_steps
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
         momentum flips after a rejection (``"standard"`` or ``"reduced"``), look-ahead
-        trajectories. The pilot tunes the step size for the transition the main run uses.
+        trajectories, a step size per particle scaled by the local gradient
+        (``local_steps=True``: a funnel's neck; docs/local_steps.md). The pilot tunes the
+        step size for the transition the main run uses.
     progress_bar : bool
         A tqdm bar per phase (pilot, each rung, the bias check).
 
@@ -124,6 +126,7 @@ class HAIS:
         num_leapfrog=1,
         flips="standard",
         lookahead=1,
+        local_steps=False,
         progress_bar=True,
     ):
         refuse_foreign_model(model)
@@ -131,7 +134,8 @@ class HAIS:
                       schedule=schedule, step_size=step_size, refresh=refresh, initial=initial,
                       target_accept=target_accept, target_se=target_se,
                       max_gradients=max_gradients, bias_check=bias_check,
-                      num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead)  # fmt: skip
+                      num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead,
+                      local_steps=local_steps)  # fmt: skip
         self.model = model
         self.num_particles = int(num_particles)
         self.num_steps = None if num_steps is None else int(num_steps)
@@ -146,7 +150,8 @@ class HAIS:
         self.target_se = target_se
         self.max_gradients = max_gradients
         self.bias_check = bias_check
-        self.kernel_options = dict(num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead)
+        self.kernel_options = dict(num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead,
+                                   local_steps=local_steps)  # fmt: skip
         self.progress_bar = progress_bar
         self.evidence = None
         self._samples = None

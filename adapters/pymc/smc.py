@@ -104,6 +104,7 @@ def sample_hais(
     num_leapfrog: int = 1,
     flips: str = "standard",
     lookahead: int = 1,
+    local_steps: bool = False,
     **smc_kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
@@ -156,10 +157,12 @@ def sample_hais(
         rungs, bias checks) counts against it (``gradients`` in sample_stats' attributes).
         Default: 40 runs of 1000 temperatures for the ladder (room for 250, 1000, 4000 and
         16,000 temperatures), unbounded with a fixed ``num_steps``.
-    num_leapfrog, flips, lookahead
+    num_leapfrog, flips, lookahead, local_steps
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
-        momentum flips after a rejection, look-ahead trajectories. The pilot tunes the step
-        size for the transition the main run uses.
+        momentum flips after a rejection, look-ahead trajectories, a step size per particle
+        scaled by the local gradient (``local_steps=True``: a funnel's neck;
+        docs/local_steps.md). The pilot tunes the step size for the transition the main run
+        uses.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
@@ -199,7 +202,7 @@ def sample_hais(
     options.check(num_steps=num_steps, schedule=schedule, step_size=step_size, refresh=refresh,
                   initial=initial, target_se=target_se, max_gradients=max_gradients,
                   bias_check=bias_check, num_leapfrog=num_leapfrog, flips=flips,
-                  lookahead=lookahead)  # fmt: skip
+                  lookahead=lookahead, local_steps=local_steps)  # fmt: skip
     chains = 1 if chains is None else int(chains)
     model = pm.modelcontext(model)
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
@@ -224,6 +227,7 @@ def sample_hais(
             num_leapfrog=num_leapfrog,
             flips=flips,
             lookahead=lookahead,
+            local_steps=local_steps,
         )
     results = ev.results
     idx = ev.resample(key_draws)

@@ -332,6 +332,7 @@ def hais(
     flips: str = "standard",
     lookahead: int = 1,
     step_size_jitter: float = 0.0,
+    local_steps: bool = False,
     schedule="adaptive",
     discrete=None,
     **kwargs,
@@ -344,7 +345,9 @@ def hais(
     ``flips="reduced"`` negates the momentum on rejection only as often as invariance needs
     ([SD12] ch. 6) and ``lookahead=K`` tries K trajectories first (LAHMC); both spend extra
     gradients after rejections only (counted in ``settings``). ``step_size_jitter=j`` draws
-    each transition's step size from ε·[1 − j, 1 + j], as Stan's ``stepsize_jitter``.
+    each transition's step size from ε·[1 − j, 1 + j], as Stan's ``stepsize_jitter``;
+    ``local_steps=True`` scales it per particle by the local gradient (short steps where the
+    density is steep, exact by a Metropolis correction; :func:`~ppl_hais.hais_kernel`).
     ``discrete``: booleans, one per coordinate, True where the coordinate is an integer: those
     are moved by a Metropolis step after each HMC step instead
     (:func:`~ppl_hais.annealing.kernels.mixed_kernel`); the initial distribution must draw
@@ -362,8 +365,9 @@ def hais(
     True
     """
     options.check(refresh=refresh, num_leapfrog=num_leapfrog, lookahead=lookahead, flips=flips,
-                  step_size_jitter=step_size_jitter)  # fmt: skip
-    kernel = HAISOptions(refresh, num_leapfrog, lookahead, flips, step_size_jitter).kernel()
+                  step_size_jitter=step_size_jitter, local_steps=local_steps)  # fmt: skip
+    kernel = HAISOptions(refresh, num_leapfrog, lookahead, flips, step_size_jitter,
+                         local_steps).kernel()
     if discrete is not None and np.any(discrete):
         kernel = mixed_kernel(tuple(bool(d) for d in np.ravel(discrete)), kernel)
     return ais(

@@ -89,6 +89,7 @@ class HAISOptions(NamedTuple):
     lookahead: int = 1
     flips: str = "standard"
     step_size_jitter: float = 0.0
+    local_steps: bool = False
 
     @classmethod
     def of(cls, options) -> HAISOptions:
@@ -97,7 +98,8 @@ class HAISOptions(NamedTuple):
 
     def kernel(self) -> TransitionKernel:
         return hais_kernel(float(self.refresh), int(self.num_leapfrog), int(self.lookahead),
-                           str(self.flips), float(self.step_size_jitter))  # fmt: skip
+                           str(self.flips), float(self.step_size_jitter),
+                           bool(self.local_steps))  # fmt: skip
 
 
 def hais_kernel(
@@ -106,6 +108,7 @@ def hais_kernel(
     lookahead: int = 1,
     flips: str = "standard",
     step_size_jitter: float = 0.0,
+    local_steps: bool = False,
 ) -> TransitionKernel:
     """The HAIS transition of [HAIS12] §2.3 with persistent, partially refreshed momentum.
 
@@ -127,6 +130,14 @@ def hais_kernel(
     short steps it sometimes takes enter regions whose curvature the tuned ε cannot (a
     funnel's neck; ``docs/escalation.md``).
 
+    ``local_steps=True`` gives each particle's transition a step size of its own: ε times
+    r(z) = (√D / ‖s ⊙ ∇log π_β(z)‖)^½ (clipped to [0.01, 10]; s the preconditioner) times
+    e^{σξ}, ξ ~ N(0, 1), σ = ½: short steps where the density is steep (a funnel's neck),
+    long ones where it is flat. The step size is an auxiliary variable drawn given z, so the
+    Metropolis ratio gains log q(ε | z′) − log q(ε | z) and the transition keeps π_β
+    invariant (plain moves only: ``lookahead=1``, ``flips="standard"``). Measured on Neal's
+    funnel from N(0, I): docs/local_steps.md.
+
     Examples
     --------
     >>> import ppl_hais as ph
@@ -137,11 +148,24 @@ def hais_kernel(
     # one kernel object per setting, however the arguments were spelled: compiled anneals are
     # cached per kernel (execution.compiled), so the pilot, the runs and the bias check share
     return _hais_kernel(float(refresh), int(num_leapfrog), int(lookahead), str(flips),
-                        float(step_size_jitter))  # fmt: skip
+                        float(step_size_jitter), bool(local_steps))  # fmt: skip
+
+
+LOCAL_EXPONENT = 0.5  # r(z) = (√D / ‖s ⊙ ∇log π_β‖)^LOCAL_EXPONENT
+LOCAL_SPREAD = 0.5  # σ of log ε around log(ε_β r(z))
+LOCAL_RANGE = (0.01, 10.0)  # r(z) is clipped to this range
+
+
+def _log_local(grad, dim):
+    """log r(z) from the preconditioned gradient at z (``local_steps``)."""
+    norm = jnp.sqrt(jnp.sum(grad * grad) + jnp.finfo(grad.dtype).tiny)
+    log_r = LOCAL_EXPONENT * (0.5 * jnp.log(dim) - jnp.log(norm))
+    return jnp.clip(log_r, np.log(LOCAL_RANGE[0]), np.log(LOCAL_RANGE[1]))
 
 
 @lru_cache(maxsize=64)
-def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter) -> TransitionKernel:
+def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter,
+                 local_steps) -> TransitionKernel:  # fmt: skip
     if not 0.0 < refresh <= 1.0:
         raise ValueError("refresh (momentum power replaced per unit time) must be in (0, 1]")
     if flips not in FLIPS:
@@ -149,6 +173,8 @@ def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter) -> T
     if not 0.0 <= step_size_jitter <= 1.0:
         raise ValueError(f"step_size_jitter must be in [0, 1], got {step_size_jitter!r}")
     plain = lookahead == 1 and flips == "standard"
+    if local_steps and not plain:
+        raise ValueError("local_steps needs lookahead=1 and flips='standard'")
 
     def init(rng_key, position, target):
         momentum = fast_random.normal(rng_key, position.shape, salt=7, dtype=position.dtype)
@@ -161,6 +187,17 @@ def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter) -> T
         if step_size_jitter:  # a static choice: without jitter the draws are as before
             j = fast_random.uniform(rng_key, (), salt=13, dtype=position.dtype)
             step_size = step_size * (1.0 + step_size_jitter * (2.0 * j - 1.0))
+        log_aux = None
+        if local_steps:  # ε drawn given z: log ε ~ N(log ε_β + log r(z), σ²)
+            xi = fast_random.normal(rng_key, (), salt=17, dtype=position.dtype)
+            dim = position.shape[-1]
+            log_eps = _log_local(potential.grad(beta) * scale, dim) + LOCAL_SPREAD * xi
+            step_size = step_size * jnp.exp(log_eps)
+
+            def log_aux(new):  # log q(ε | z′) − log q(ε | z)
+                back = (log_eps - _log_local(new.grad(beta) * scale, dim)) / LOCAL_SPREAD
+                return 0.5 * xi * xi - 0.5 * back * back
+
         (position, momentum, potential), info = hmc.move(
             u,
             position,
@@ -173,7 +210,10 @@ def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter) -> T
             lookahead=lookahead,
             flips=flips,
             box=target.box,
+            log_aux=log_aux,
         )
+        # with local_steps ε depends on the old position and ξ; given the new position the
+        # momentum is independent of both under the invariant law, so keep may use it
         keep = hmc.persistence(refresh, num_leapfrog * step_size)
         momentum = hmc.partial_refresh(momentum, noise, keep)
         # The next refresh's draws, one step ahead: they are independent of the state either
@@ -192,6 +232,8 @@ def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter) -> T
         name += f"_{flips}_flips" + (f"_lookahead{lookahead}" if lookahead > 1 else "")
     if step_size_jitter:
         name += f"_jitter{step_size_jitter:g}"
+    if local_steps:
+        name += "_local"
     return TransitionKernel(name, init, step, num_leapfrog, 0.2)
 
 

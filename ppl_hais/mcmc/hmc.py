@@ -61,7 +61,7 @@ def partial_refresh(momentum, noise, keep, inverse_mass=None):
 
 
 def _metropolis_move(u, position, momentum, potential, potential_fn, beta, step_size, num_steps,
-                     box, inverse_mass):
+                     box, inverse_mass, log_aux=None):
     new_position, new_momentum, new_potential = leapfrog(
         potential_fn, position, momentum, potential, beta, step_size, num_steps, box,
         inverse_mass,
@@ -72,6 +72,8 @@ def _metropolis_move(u, position, momentum, potential, potential_fn, beta, step_
         - potential.log_density(beta)
         + kinetic_energy(momentum, inverse_mass)
     )
+    if log_aux is not None:  # an auxiliary variable drawn given the position (the step size)
+        log_ratio = log_ratio + log_aux(new_potential)
     # a NaN/inf density or gradient at the proposal makes log_ratio non-finite (the gradient
     # enters the new momentum): such moves are rejected and counted
     is_finite = jnp.isfinite(log_ratio)
@@ -109,6 +111,7 @@ def move(
     flips: str = "standard",
     box=None,
     inverse_mass=None,
+    log_aux=None,
 ):
     """One leap / flip / stay move at β decided by the uniform ``u``.
 
@@ -118,7 +121,15 @@ def move(
     (momentum negated on rejection) without the look-ahead loop; otherwise
     :func:`~ppl_hais.mcmc.lookahead.lookahead_transition`. Returns
     ``((position, momentum, potential), MoveInfo)``.
+
+    ``log_aux(new_potential)``: for a step size drawn from a density q(ε | position), the
+    term log q(ε | proposal) − log q(ε | position) of the Metropolis ratio (the move is then
+    Metropolis on the position, momentum and ε, and ε is drawn afresh for the next move);
+    plain moves only.
     """
+    if log_aux is not None and (int(lookahead) > 1 or flips != "standard"):
+        raise ValueError("a position-dependent step size (log_aux) needs lookahead=1 and "
+                         "flips='standard'")
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
     if int(num_steps) < 1 or int(lookahead) < 1:
@@ -126,7 +137,7 @@ def move(
     if int(lookahead) == 1 and flips == "standard":
         return _metropolis_move(
             u, position, momentum, potential, potential_fn, beta, step_size, int(num_steps),
-            box, inverse_mass,
+            box, inverse_mass, log_aux,
         )
     out, info = lookahead_transition(
         u,
