@@ -320,22 +320,25 @@ def blackjax_call(case, adapter, seed):
                 shortfall=float("nan"), gradients=int(n) * per_step)  # fmt: skip
 
 
-def default_call(case, adapter, seed, initial="auto"):
-    """The user's default call (``initial`` aside); (log Z, SE, checks, Evidence-like figures)."""
+def default_call(case, adapter, seed, initial="auto", local_steps=False):
+    """The user's default call (``initial`` and ``local_steps`` aside); (log Z, SE, checks,
+    Evidence-like figures)."""
+    extra = dict(local_steps=True) if local_steps else {}
     if adapter in SMC_SETTINGS:
         return blackjax_call(case, adapter, seed)
     if adapter == "numpyro":
         from ppl_hais.adapters import numpyro as phn
 
         model, margs = case["numpyro"]
-        hais = phn.HAIS(model, num_chains=case["chains"], progress_bar=False, initial=initial)
+        hais = phn.HAIS(model, num_chains=case["chains"], progress_bar=False, initial=initial,
+                        **extra)  # fmt: skip
         hais.run(jax.random.key(700 + seed), *margs)
         ev = hais.evidence
     else:
         from ppl_hais.adapters import pymc as php
 
         idata = php.sample_hais(model=case["pymc"](), chains=case["chains"], initial=initial,
-                                random_seed=700 + seed, progressbar=False)  # fmt: skip
+                                random_seed=700 + seed, progressbar=False, **extra)  # fmt: skip
         st = idata["sample_stats"]  # the pooled estimate is the ladder's last rung
         gap = float(st["bias_gap"]) if "bias_gap" in st else float("nan")
         both, both_se = ((float(st["log_marginal_likelihood_bennett"]),
@@ -369,7 +372,7 @@ def report(args):
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                r = default_call(case, adapter, seed, args.initial)
+                r = default_call(case, adapter, seed, args.initial, args.local_steps)
             r.update(err=r["log_z"] - case["exact"], wall=time.perf_counter() - t0,
                      model=name, adapter=adapter, seed=seed)  # fmt: skip
             runs.append(r)
@@ -432,7 +435,8 @@ def write(args, rows):
         "docs/trust_suite.md"
         if smc
         else "`phn.HAIS(model, num_chains=…).run(key, …)` and `php.sample_hais(chains=…, "
-        f"random_seed=…)`, defaults otherwise (512 particles, initial={args.initial!r}, the "
+        f"random_seed=…)`, defaults otherwise (512 particles, initial={args.initial!r}, "
+        + ("local_steps=True, " if args.local_steps else "") + "the "
         "convergence ladder within the default `max_gradients`, bias_check='auto')"
     )
     lines = [
@@ -488,6 +492,8 @@ def main():
     p.add_argument("--only", default=None,
                    help="run the models whose name contains one of these (comma-separated)")
     p.add_argument("--initial", default="auto", help="the start (default: the default)")
+    p.add_argument("--local-steps", action="store_true",
+                   help="local_steps=True (per-particle step sizes; docs/local_steps.md)")
     p.add_argument("--adapters", default="numpyro,pymc",
                    help="numpyro, pymc, blackjax, blackjax-long (adaptive tempered SMC; no checks)")
     args = p.parse_args()
