@@ -65,8 +65,8 @@ def main():
     lines = [
         "# Per-particle step sizes against the tuned step size",
         "",
-        f"`python benchmarks/local_steps.py --seeds {args.seeds} --steps "
-        f"{' '.join(map(str, args.steps))}` · {_machine.describe()} · {date.today()} · "
+        f"`python benchmarks/local_steps.py {' '.join(sys.argv[1:])}` · "
+        f"{_machine.describe()} · {date.today()} · "
         "`ph.hais(..., num_particles=512, num_steps=N, local_steps=...)` from each model's "
         "N(0, prior_sd² I) prior, seeds 700 and up (the same for both kernels).",
         "",
