@@ -23,7 +23,14 @@ import numpy as np
 
 import ppl_hais as ph
 from ppl_hais import validation as ex
-from ppl_hais.annealing.execution import compiled, layout, run
+from ppl_hais.annealing.execution import (
+    _scale_args,
+    _schedule_args,
+    _switches,
+    compiled,
+    layout,
+    run,
+)
 from ppl_hais.mcmc import fast_random
 from ppl_hais.structure import split
 
@@ -87,14 +94,15 @@ def time_limit(target, num_particles, num_steps):
 
 
 def time_hais(target, num_particles, num_steps, kernel):
-    betas = jnp.asarray(ph.linear_schedule(num_steps))
+    """The main run's compiled program (``execution.compiled``) called once on all the
+    particles: a linear schedule padded as every run's, a fixed ε = 0.2, no adaptation."""
     structure, arrays = split(target)
-    fn = compiled(
-        structure, kernel, num_particles=num_particles, adapt_target=None,
-        record=False, adapt_scale=False,
-    )
+    fn = compiled(structure, kernel, num_particles=num_particles)
     pos = target.initial.sample(jax.random.key(2), num_particles)
-    args = (betas, jnp.asarray(num_steps), jnp.full(num_steps + 1, np.log(0.2)), 0, pos, 0, None)
+    schedule = _schedule_args(ph.linear_schedule(num_steps), np.array([0.0, 1.0]),
+                              np.full(2, np.log(0.2)))  # fmt: skip
+    args = (*schedule, 0, pos, 0, _scale_args(None, pos.shape[-1]), *_switches(None, False),
+            jnp.asarray(num_particles, jnp.int32))  # fmt: skip
     jax.block_until_ready(fn(arrays, jax.random.key(0), *args))
 
     def timed():
