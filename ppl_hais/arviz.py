@@ -135,7 +135,8 @@ def group_names(obj) -> list[str]:
 
 
 def sample_stats_dataset(
-    results: Sequence, checks: Sequence[str] | None = None, bias=None, trajectory=()
+    results: Sequence, checks: Sequence[str] | None = None, bias=None, trajectory=(),
+    evidence=None,
 ) -> xr.Dataset:
     """Per-chain evidence, its checks and weights, per-temperature diagnostics, one chain per
     result. ``checks``: the pooled estimate's failed checks (default: the chains' own);
@@ -144,7 +145,11 @@ def sample_stats_dataset(
     ``log_marginal_likelihood_bennett`` and its ``_se``); ``trajectory``: the
     convergence ladder's rungs (:class:`~ppl_hais.ladder.Rung`; ``ladder_*`` over dim
     ``rung``, the failed checks' names in the ``ladder_checks`` attribute, one line per rung,
-    and the call's ``gradients`` as an attribute)."""
+    and the call's ``gradients`` as an attribute); ``evidence``: the call's
+    :class:`~ppl_hais.evidence.Evidence`, whose pooled estimate (the chains pooled, a cleared
+    rung's SE, or the bridge of a last rung that still failed) becomes the scalars
+    ``log_evidence`` and ``log_evidence_se``, with its ``shortfall``, ``excess`` and
+    ``bridged`` as attributes."""
     chains = np.arange(len(results))
     num_bins = min(len(r.trace.beta) for r in results)
     stack = lambda f: np.stack([np.asarray(f(r))[:num_bins] for r in results])  # noqa: E731
@@ -194,6 +199,12 @@ def sample_stats_dataset(
         ds.attrs["shortfall"] = shortfall(trajectory)
         ds.attrs["excess"] = float(trajectory[-1].excess)
         ds.attrs["cleared_checks"] = ",".join(trajectory[-1].cleared)
+    if evidence is not None:
+        ds["log_evidence"] = xr.DataArray(float(evidence.log_z))
+        ds["log_evidence_se"] = xr.DataArray(float(evidence.log_z_se))
+        ds.attrs["shortfall"] = float(evidence.shortfall)
+        ds.attrs["excess"] = float(evidence.excess)
+        ds.attrs["bridged"] = int(evidence.bridged)
     if checks is None:
         checks = [msg for r in results for msg in r.checks]
     ds.attrs["evidence_checks"] = "\n".join(checks)
@@ -222,6 +233,7 @@ def from_ais(
     initial: str | None = None,
     bias=None,
     trajectory=(),
+    evidence=None,
     library: str = "ppl_hais",
 ):
     """ArviZ output of annealing results (one per chain) and their resampled draws.
@@ -230,12 +242,13 @@ def from_ais(
     ``observed_data``/``constant_data`` to arrays without sample dimensions. ``checks``: the
     pooled estimate's failed trust checks; ``initial``: where annealing started; ``bias``: its
     bias check (:mod:`ppl_hais.annealing.bias`); ``trajectory``: the convergence ladder's
-    rungs (:mod:`ppl_hais.ladder`).
+    rungs (:mod:`ppl_hais.ladder`); ``evidence``: the evidence workflow's result, whose
+    pooled estimate becomes ``log_evidence``/``log_evidence_se`` (:func:`sample_stats_dataset`).
     Returns a DataTree on ArviZ >= 1, an InferenceData on ArviZ 0.x.
     """
     groups = {
         "posterior": dataset(posterior, coords=coords, dims=dims),
-        "sample_stats": sample_stats_dataset(results, checks, bias, trajectory),
+        "sample_stats": sample_stats_dataset(results, checks, bias, trajectory, evidence),
     }
     if log_likelihood:
         groups["log_likelihood"] = dataset(log_likelihood, coords=coords, dims=dims)

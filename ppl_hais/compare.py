@@ -37,6 +37,10 @@ def _from_idata(idata):
     gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
     short = float(ss.attrs.get("shortfall", float("nan")))
     up = float(ss.attrs.get("excess", float("nan")))
+    if "log_evidence" in ss:  # the evidence workflow's own pooled estimate and its checks
+        warned = bool(ss.attrs.get("evidence_checks"))
+        return (float(ss["log_evidence"].values), float(ss["log_evidence_se"].values), warned,
+                gap, short, up)  # fmt: skip
     if "log_marginal_likelihood_se" in ss:
         se = np.asarray(ss["log_marginal_likelihood_se"].values, float)
         est, var = pool(lml, se)

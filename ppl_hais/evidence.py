@@ -46,6 +46,7 @@ import jax
 import numpy as np
 
 from . import diagnostics, options, progress
+from . import ladder as _ladder
 from ._names import refuse_unknown
 from .annealing import PilotOptions, RunOptions, ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
@@ -53,23 +54,17 @@ from .annealing.kernels import HAISOptions
 from .budget import SE_SLACK, Spent, StepsPlan, choose_num_steps, main_gradients, next_fits
 from .density import ModelDensity
 from .estimators import disagreement
-from .ladder import (
-    FIRST_NUM_STEPS,
-    FIXED_NUM_STEPS,
-    WEIGHT_CHECKS,
-    Rung,
-    cleared_se,
-    clears,
-    default_max_gradients,
-    next_num_steps,
-    remaining_gap,
-    settled,
-    shortfall,
-)
 from .mcmc.fast_random import check_key
 from .precision import float64
 from .result import AISResult
-from .starts import _choose_initial, _method, choose_initial, transition
+from .starts import (
+    _choose_initial,
+    _improper_note,
+    _method,
+    choose_initial,
+    transition,
+    with_local_steps,
+)
 from .starts import discrete as _discrete
 from .target import AnnealingTarget
 
@@ -88,21 +83,36 @@ class Evidence:
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
     budget: StepsPlan | None = None  # target_se=: the probes' SE and the temperatures chosen
     bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.annealing.bias)
-    trajectory: tuple[Rung, ...] = ()  # the runs made, the last one the estimate (ppl_hais.ladder)
+    trajectory: tuple[_ladder.Rung, ...] = ()  # the runs made (ppl_hais.ladder)
     gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
     max_gradients: float | None = None  # the budget they were spent under (None: unbounded)
+    log_z_forward: float = float("nan")  # the last run's forward estimate, where log_z bridges
+
+    @property
+    def bridged(self) -> bool:
+        """Whether ``log_z`` bridges the last rung's forward and reverse anneals (a last rung
+        that still failed a check; :mod:`ppl_hais.ladder`), not ``log_z_forward``."""
+        return bool(np.isfinite(self.log_z_forward))
 
     @property
     def shortfall(self) -> float:
         """Nats the estimate may be too low by what the ladder's trajectory shows (its last
-        moves, the bias check's gap; :func:`ppl_hais.ladder.shortfall`); NaN without a
-        trajectory, 0 when neither shows one, inf when what is missing cannot be sized."""
-        return shortfall(self.trajectory) if self.trajectory else float("nan")
+        moves, the bias check's gap; :func:`ppl_hais.ladder.shortfall`, about the bridge where
+        it is one: :func:`ppl_hais.ladder.bridge_figures`); NaN without a trajectory, 0 when
+        neither shows one, inf when what is missing cannot be sized."""
+        if not self.trajectory:
+            return float("nan")
+        if self.bridged:
+            return _ladder.bridge_figures(self.trajectory, self.log_z)[0]
+        return _ladder.shortfall(self.trajectory)
 
     @property
     def excess(self) -> float:
         """Nats the estimate may be too high: the fall of the last rung's estimate without its
-        largest weights (the largest over chains; :func:`ppl_hais.estimators.excess`)."""
+        largest weights (the largest over chains; :func:`ppl_hais.estimators.excess`); for a
+        bridge, :func:`ppl_hais.ladder.bridge_figures`."""
+        if self.bridged:
+            return _ladder.bridge_figures(self.trajectory, self.log_z)[1]
         if self.trajectory:
             return self.trajectory[-1].excess
         return _largest(r.excess for r in self.results)
@@ -125,7 +135,7 @@ class Evidence:
 
     @property
     def bias_gap(self) -> float:
-        """``log_z_upper − log_z`` in nats; NaN when the bias check did not run."""
+        """``log_z_upper`` − the last rung's forward estimate, in nats; NaN when not run."""
         return float("nan") if self.bias is None else self.bias.gap
 
     @property
@@ -174,8 +184,13 @@ def evidence(
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
     (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
-    ``Evidence.trajectory``, and a last rung that still fails states the remaining gap in
-    nats (the ``converged`` check). A number means what it says: one run, no escalation.
+    ``Evidence.trajectory``; after a rung of 1000 or more whose bias check failed, the rungs
+    give each particle a step size of its own (``local_steps``, unless the call sets it to
+    True or False;
+    :func:`ppl_hais.ladder.needs_local_steps`). A last rung that still fails states the gap in
+    nats (the ``converged`` check); where its bias check ran, the estimate is then the bridge
+    of its forward and reverse anneals (``Evidence.bridged``, ``Evidence.log_z_forward``). A
+    number means what it says: one run, no escalation.
 
     ``max_gradients``: every model gradient the call spends (pilots, Laplace fit, probes,
     rungs, bias checks) counts against it (``Evidence.gradients``); default
@@ -195,6 +210,8 @@ def evidence(
     with discrete coordinates or with a reverse run of their own (``bidirectional``).
     """
     _check_keywords(hais_kwargs)  # a typo fails here, before any compilation
+    if hais_kwargs.get("local_steps", False) is None:  # as not given: the ladder may switch
+        del hais_kwargs["local_steps"]
     given = {k: hais_kwargs[k] for k in _CHECKED if k in hais_kwargs}
     options.check(num_particles=num_particles, num_chains=num_chains, num_steps=num_steps,
                   target_se=target_se, max_gradients=max_gradients, initial=initial,
@@ -202,8 +219,8 @@ def evidence(
     rng_key = check_key(rng_key)
     num_chains = int(num_chains)
     ladder = num_steps is None and target_se is None
-    first = FIRST_NUM_STEPS if num_steps is None else int(num_steps)
-    surveyed = first if num_steps is not None else max(first, FIXED_NUM_STEPS)  # by the pilots
+    first = _ladder.FIRST_NUM_STEPS if num_steps is None else int(num_steps)
+    surveyed = first if num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)  # pilots
     # the call's keywords parsed once: the transition's, the pilots' and the main runs'
     # options; every start's pilot, probe, rung and bias check takes them from here
     kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
@@ -211,7 +228,7 @@ def evidence(
     kernel = transition(model, kernel_options)
     per_step = num_particles * num_chains * int(kernel_options.num_leapfrog)
     if max_gradients is None and ladder:
-        max_gradients = default_max_gradients(num_particles, num_chains,
+        max_gradients = _ladder.default_max_gradients(num_particles, num_chains,
                                                kernel_options.num_leapfrog)  # fmt: skip
     if max_gradients is not None and target_se is None and not max_gradients >= per_step * first:
         raise ValueError(
@@ -237,6 +254,8 @@ def evidence(
     own_reverse = run_options.bidirectional or run_options.reverse_from is not None
     checking = bool(bias_check) and not own_reverse and not _discrete(model)
     trajectory, bias, last_check, steps = [], None, None, first
+    switchable = ladder and checking and "local_steps" not in hais_kwargs and (  # may switch
+        kernel_options.lookahead, kernel_options.flips) == (1, "standard")
     while True:
         key = key_chains if not trajectory else jax.random.fold_in(key_chains, len(trajectory))
         results = _chains(key, target, kernel, pilot, (pilot_options, run_options), num_chains,
@@ -257,7 +276,7 @@ def evidence(
         bias = None
         # a later rung that fails only the weights' checks gets the bias check too: with the
         # previous rung it may show them to be false alarms (ppl_hais.ladder.clears)
-        weight_only = bool(checks) and set(_check_names(checks)) <= set(WEIGHT_CHECKS)
+        weight_only = bool(checks) and set(_check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
         if checking and (
             not checks or not next_fits(spent, last_check, **fits)
             or (ladder and trajectory and weight_only)
@@ -275,30 +294,44 @@ def evidence(
                 checks = checks + diagnostics.evidence_checks(
                     bias_gap=bias.gap, bias_gap_se=bias.gap_se
                 )
-        rung = Rung(
+        rung = _ladder.Rung(
             steps, float(log_z), float(np.sqrt(var)), _check_names(checks),
             float("nan") if bias is None else bias.gap, int(spent), time.perf_counter() - start,
             _largest(r.lag for r in results), outside=_largest(r.outside_initial for r in results),
             bias_gap_se=float("nan") if bias is None else bias.gap_se,
-            excess=_largest(r.excess for r in results),
+            excess=_largest(r.excess for r in results), local_steps=kernel_options.local_steps,
         )  # fmt: skip
-        if ladder and clears(trajectory + [rung]):
+        if ladder and _ladder.clears(trajectory + [rung]):
             _, var_delta = diagnostics.pool(
                 [r.log_z for r in results], [r.log_z_se_delta for r in results]
             )
-            se = cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
+            se = _ladder.cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
             var = se**2
             rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)
             checks = ()
         trajectory.append(rung)
-        if settled(rung) or not next_fits(spent, last_check, **fits):
+        if _ladder.settled(rung) or not next_fits(spent, last_check, **fits):
             break
-        steps = next_num_steps(steps)
+        if switchable and _ladder.needs_local_steps(trajectory):  # a funnel's neck
+            kernel_options, kernel, pilot, used = with_local_steps(jax.random.fold_in(
+                key_pilot, 51), model, target, kernel_options, pilot_options, surveyed)
+            spent, switchable = spent + used, False
+            if not next_fits(spent, last_check, **fits):
+                break
+        steps = _ladder.next_num_steps(steps)
+    forward, bridge = float("nan"), None  # a last rung still failing: both directions bridged
+    if ladder and trajectory[-1].checks and bias is not None and np.isfinite(bias.log_z_bennett):
+        forward, bridge = float(log_z), float(bias.log_z_bennett)
+        log_z, var = bridge, float(bias.log_z_bennett_se) ** 2
+        if _ladder.bridge_clears(trajectory, bridge):  # its interval as its SE, no warning
+            var += (max(_ladder.bridge_figures(trajectory, bridge)) / 2) ** 2
+            last = trajectory[-1]
+            trajectory[-1], checks = last._replace(checks=(), cleared=last.checks), ()
     if ladder:
-        checks = checks + remaining_gap(trajectory, max_gradients=max_gradients)
+        checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
     out = Evidence(
-        results, target, name, log_z, float(np.sqrt(var)), checks, choice, budget, bias,
-        tuple(trajectory), int(spent), max_gradients,
+        results, target, name, float(log_z), float(np.sqrt(var)), checks, choice, budget, bias,
+        tuple(trajectory), int(spent), max_gradients, forward,
     )  # fmt: skip
     diagnostics.warn(checks, "log evidence")
     if getattr(model, "improper", ()):
@@ -310,16 +343,6 @@ def _largest(values) -> float:
     """The largest of the chains' finite figures; NaN when none was measured."""
     finite = [v for v in values if np.isfinite(v)]
     return max(finite) if finite else float("nan")
-
-
-def _improper_note(model) -> str:
-    return (
-        f"variable(s) {list(model.improper)} have an improper (flat) prior: the estimate is the "
-        "likelihood integrated against that flat density taken as 1 per unit of the "
-        "unconstrained coordinate(s), an arbitrary constant. It compares only with models that "
-        "put the same flat prior on the same coordinates (the constants cancel), not with "
-        "models whose priors are proper: give the variable(s) a proper prior for a Bayes factor."
-    )
 
 
 def _check_names(checks) -> tuple[str, ...]:

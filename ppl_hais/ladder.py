@@ -12,6 +12,14 @@ compiles nothing, ``ppl_hais.annealing.execution``); the last one is the estimat
 rung is in the trajectory (:class:`Rung`, ``Evidence.trajectory``,
 :func:`ppl_hais.plots.plot_convergence`).
 
+**A different transition** (:func:`needs_local_steps`). After a rung of ``FIXED_NUM_STEPS``
+temperatures or more whose bias check found more than ``CLEAR_BOUND`` missing while its lag
+check failed (the MCMC draws reach mass the transitions do not: a funnel's neck, where 4× the
+temperatures shrank the bias by only about ¾), the rungs give each particle a step size of
+its own (``local_steps``, tuned by a pilot of its own, its gradients counted;
+docs/local_steps.md). Not where the misses cannot be sized (:func:`unsizable`: heavy tails,
+where it lowered the Student-t experts' estimate), nor where the call sets ``local_steps``.
+
 **The joint decision** (:func:`clears`). The weights' checks (Pareto k̂, importance ESS, lag)
 read one run's weights, and a right estimate can fail them (a banana's or a Student-t's
 weights reach k̂ 0.5–1 at errors of 0.01 nat). A later rung whose weights still fail is
@@ -24,17 +32,12 @@ within ``CLEAR_MOVE`` (the estimate no longer moves) — unless its particles st
 their weights strongly (lag ≥ ``CLEAR_LAG``, 5 noise SDs at 512 particles) or most of them
 ended outside the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``): mass that neither path
 reached, which no agreement can rule out. Its SE then comes from the two runs' spread.
-The thresholds were derived on the issue 29 suite (``benchmarks/decision.py`` on
-docs/trust_suite_rungs.json, then docs/trust_suite.md): the Student-t experts' runs agree
-across rungs and with their reverse anneal while 0.3–0.6 nat low; their lag (0.21–0.34)
-overlaps a banana's (up to 0.28), their outside fraction (0.88–0.94) is far from the
-banana's and the funnel's (at most 0.51). ``CLEAR_BOUND`` came after stop 44's suite cleared a
-funnel 0.2 nat low whose gap was 0.048: on the collected rungs the banana's cleared gaps bound
-the bias by at most 0.076, the funnel's by 0.100 and more; no banana's clearing is lost. Nor
-may an earlier rung's check have reached an upper estimate more than ``CLEAR_BOUND`` above
-the rung (a PyMC funnel run 0.16 nat low at 16,000 temperatures had a gap of 0.040 ± 0.030,
-while 4000 temperatures' check had reached 0.15 above it); the banana's cleared rungs lie
-at most 0.035 below an earlier upper estimate.
+Nor may an earlier rung's check have reached an upper estimate more than ``CLEAR_BOUND``
+above the rung. The thresholds were derived on the issue 29 suite (``benchmarks/decision.py``
+on docs/trust_suite_rungs.json, then docs/trust_suite.md; the figures in
+docs/architecture.md): the Student-t experts' runs agree across rungs and with their reverse
+anneal while 0.3–0.6 nat low, their outside fraction (0.88–0.94) far from the banana's and
+the funnel's (at most 0.51).
 
 When the last rung still fails, :func:`remaining_gap` adds a ``converged`` check that states
 how low the estimate may be, in nats (:func:`shortfall`): the bias check's gap, doubled
@@ -47,6 +50,18 @@ figure here bounds what is missing, and the shortfall is ``inf``: on the suite's
 experts the sized figure covered the error on 24 of 39 runs. Where one weight dominates, the
 check also states how far too *high* the estimate may be: its fall without its largest
 weights (``Rung.excess``, :func:`ppl_hais.estimators.excess`).
+
+**The bridge** (:func:`bridge_figures`). When the last rung still fails and its bias check
+ran, the call's estimate is Bennett's bridge of the forward weights and the check's reverse
+weights (``BiasCheck.log_z_bennett``): on the suite's funnel from N(0, I) it was within 0.1
+nat on 15 and 14 of 20 runs where the forward estimate was on 5 and 1, and wrong on no run
+whose forward estimate was right (docs/trust_suite.md). Its SE omits the MCMC draws' error,
+so the warning stays and states the interval in nats around it: no higher
+than the forward estimate's upper figure (the forward estimate plus its shortfall) and no
+lower than the forward estimate less its stated excess and two of its SEs (a forward anneal's
+log Ẑ is a stochastic lower bound). Where that interval lies within ``BRIDGE_CLEAR`` either
+way (:func:`bridge_clears`), the bridge comes without a warning, its SE carrying half the
+interval (a Bayes factor's doubt of at most e^0.2 ≈ 1.22); the checks go to ``Rung.cleared``.
 
 Example
 -------
@@ -76,9 +91,12 @@ __all__ = [
     "GROWTH",
     "Rung",
     "WEIGHT_CHECKS",
+    "bridge_clears",
+    "bridge_figures",
     "cleared_se",
     "clears",
     "default_max_gradients",
+    "needs_local_steps",
     "next_num_steps",
     "remaining_gap",
     "settled",
@@ -102,6 +120,9 @@ CLEAR_LAG = 0.25  # a lag at or above this is never cleared
 CLEAR_OUTSIDE = 0.75  # nor an outside fraction at or above this
 DECAY = 0.75  # the bias's factor per 4× temperatures assumed when sizing a shortfall
 GAP_SCALE = 2.0  # the shortfall the bias check's gap can hide: up to this many gaps
+# nats: a bridge whose stated interval lies within this either way is given without a warning,
+# its SE half the interval: a Bayes factor moves by at most e^0.2 ≈ 1.22 within it
+BRIDGE_CLEAR = 0.2
 
 
 class Rung(NamedTuple):
@@ -119,6 +140,7 @@ class Rung(NamedTuple):
     outside: float = float("nan")  # the largest of the chains' outside fractions
     bias_gap_se: float = float("nan")  # the bias check's gap's standard error (NaN: not run)
     excess: float = float("nan")  # the largest of the chains' excess (estimators.excess)
+    local_steps: bool = False  # whether its transition gave each particle its own step size
 
 
 def next_num_steps(num_steps: int) -> int:
@@ -176,6 +198,23 @@ def settled(rung) -> bool:
         return False
     short = rung.num_steps < FIXED_NUM_STEPS
     return not (short and rung.bias_gap + BIAS_NOISE * rung.bias_gap_se > CLEAR_BOUND)
+
+
+def needs_local_steps(trajectory) -> bool:
+    """Whether the next rung should give each particle a step size of its own (``local_steps``;
+    module docstring): the last rung, of ``FIXED_NUM_STEPS`` temperatures or more, failed its
+    bias check with a gap above ``CLEAR_BOUND`` (the reverse anneal from MCMC draws reached
+    mass the forward anneal's transitions did not, more than the suite's "right" allows) and
+    its lag check (its particles still predict their weights: the transitions did not keep
+    up), while what it misses can be sized (not :func:`unsizable`: heavy tails, where the
+    switch lowered the estimate), and the switch is not yet on. On the issue 29 suite every
+    funnel run from N(0, I) met it at 1000 or 4000 temperatures (gaps 0.11–0.77); the banana's
+    and the centered funnel's failed bias checks did not (gaps 0.06–0.09 with lag, or no lag
+    failing), and switched there they ended warned on 3 of 40 right runs."""
+    last = trajectory[-1]
+    return bool(last.num_steps >= FIXED_NUM_STEPS and {"bias", "lag"} <= set(last.checks)
+                and last.bias_gap > CLEAR_BOUND and not last.local_steps
+                and not unsizable(trajectory))  # fmt: skip
 
 
 def _highest_upper(trajectory) -> float:
@@ -245,14 +284,48 @@ def _sized(trajectory) -> float:
     return float(max(low))
 
 
-def remaining_gap(trajectory, *, max_gradients) -> tuple[str, ...]:
+def bridge_figures(trajectory, log_z_bridge: float) -> tuple[float, float]:
+    """(shortfall, excess) in nats of an estimate ``log_z_bridge`` that replaces the last
+    rung's forward estimate f (the bridge of its forward and reverse anneals; module
+    docstring): too low by at most f + :func:`shortfall` − the bridge (inf stays inf), too
+    high by at most the bridge − (f − its stated excess − ``BIAS_NOISE`` of its SEs), each
+    at least 0.
+
+    >>> rungs = (Rung(4000, -0.20, 0.02, ("lag", "bias"), 0.15, 9_000_000, 2.0,
+    ...               bias_gap_se=0.03),)
+    >>> [round(x, 2) for x in bridge_figures(rungs, -0.05)]  # f + 2 × gap = 0.10 above
+    [0.15, 0.19]
+    """
+    last = trajectory[-1]
+    low = last.log_z + shortfall(trajectory) - log_z_bridge
+    stated = last.excess if last.excess >= EXCESS_STATE else 0.0  # False when NaN
+    noise = BIAS_NOISE * last.log_z_se if np.isfinite(last.log_z_se) else 0.0
+    high = log_z_bridge - (last.log_z - stated - noise)
+    return float(max(low, 0.0)), float(max(high, 0.0))
+
+
+def bridge_clears(trajectory, log_z_bridge: float) -> bool:
+    """Whether a bridge's stated interval (:func:`bridge_figures`) lies within
+    ``BRIDGE_CLEAR`` nats either way: its SE then carries that doubt, not a warning.
+
+    >>> rungs = (Rung(4000, -0.20, 0.02, ("lag", "bias"), 0.15, 9_000_000, 2.0,
+    ...               bias_gap_se=0.03),)
+    >>> bridge_clears(rungs, -0.05), bridge_clears(rungs, 0.05)  # (0.15, 0.19), (0.05, 0.29)
+    (True, False)
+    """
+    return bool(max(bridge_figures(trajectory, log_z_bridge)) <= BRIDGE_CLEAR)
+
+
+def remaining_gap(trajectory, *, max_gradients, bridge=None) -> tuple[str, ...]:
     """The ``converged`` check of a ladder whose last rung still failed a check: what the
     trajectory says about the remaining error, in nats (:func:`shortfall`). Empty when the
-    last rung passed."""
+    last rung passed. ``bridge``: the estimate that replaces the last rung's forward one
+    (:func:`bridge_figures`); the figures are then stated about it."""
     last = trajectory[-1]
     if not last.checks:
         return ()
-    steps = ", ".join(str(r.num_steps) for r in trajectory)
+    steps = ", ".join(f"{r.num_steps}{' (local steps)' if r.local_steps else ''}"
+                      for r in trajectory)  # fmt: skip
     spent = (
         f"after {len(trajectory)} rung{'s' if len(trajectory) > 1 else ''} ({steps} "
         f"temperatures; {last.gradients / 1e6:.1f} M of max_gradients={max_gradients / 1e6:.1f} M "
@@ -309,6 +382,16 @@ def remaining_gap(trajectory, *, max_gradients) -> tuple[str, ...]:
             "variance)"
         )
     said = "; ".join(parts) if parts else "no second rung fitted the budget"
+    if bridge is not None:  # the verdict above is the forward estimate's; now the bridge's
+        low, high = bridge_figures(trajectory, bridge)
+        below = ("too low by more than any figure here can size" if not np.isfinite(low)
+                 else f"up to {low:.2f} nats too low")  # fmt: skip
+        verdict = (
+            f"of the forward estimate: {verdict}. The estimate given, {bridge:.3f}, bridges this "
+            f"forward anneal ({last.log_z:.3f}, a stochastic lower bound) and the bias check's "
+            f"reverse anneal ({last.log_z + last.bias_gap:.3f}) by Bennett's acceptance ratio: "
+            f"by the same figures it may be {below} or up to {high:.2f} nats too high"
+        )
     return (
         f"converged: {spent} the checks {', '.join(last.checks)} still fail; {said}: {verdict}. "
         "Remedy: a larger max_gradients, an initial distribution as wide and heavy-tailed as "

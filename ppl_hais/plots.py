@@ -55,21 +55,25 @@ __all__ = ["plot_convergence", "plot_trace", "plot_weights"]
 
 
 def _ladder(obj):
-    """The convergence ladder's rungs as arrays (num_steps, log_z, se, bias_gap, gradients,
-    warned) from an Evidence, an object holding one (``phn.HAIS``) or ArviZ output."""
+    """The convergence ladder's rungs as arrays (num_steps, log_z, se, bias_gap, warned) and
+    the bridge, (estimate, shortfall, excess) or None, from an Evidence, an object holding one
+    (``phn.HAIS``) or ArviZ output."""
     ev = getattr(obj, "evidence", obj)
     if getattr(ev, "trajectory", None):
         t = ev.trajectory
         get = lambda f: np.array([getattr(r, f) for r in t], dtype=float)  # noqa: E731
         warned = np.array([bool(r.checks) for r in t])
-        return get("num_steps"), get("log_z"), get("log_z_se"), get("bias_gap"), warned
+        bridge = (ev.log_z, ev.shortfall, ev.excess) if ev.bridged else None
+        return get("num_steps"), get("log_z"), get("log_z_se"), get("bias_gap"), warned, bridge
     try:
         ss = obj["sample_stats"]
         at = lambda name: np.asarray(ss[name].values, dtype=float)  # noqa: E731
         lines = ss.attrs["ladder_checks"].split("\n")
+        bridge = ((float(ss["log_evidence"]), ss.attrs["shortfall"], ss.attrs["excess"])
+                  if ss.attrs.get("bridged") else None)  # fmt: skip
         return (at("ladder_num_steps"), at("ladder_log_marginal_likelihood"),
                 at("ladder_log_marginal_likelihood_se"), at("ladder_bias_gap"),
-                np.array([bool(x) for x in lines]))  # fmt: skip
+                np.array([bool(x) for x in lines]), bridge)  # fmt: skip
     except (KeyError, TypeError, AttributeError):
         raise TypeError(
             "plot_convergence(x) draws a convergence ladder: x must be the evidence workflow's "
@@ -81,7 +85,7 @@ def _ladder(obj):
 def _plot_ladder(obj, truth, ax, title):
     import matplotlib.pyplot as plt
 
-    steps, log_z, se, gap, warned = _ladder(obj)
+    steps, log_z, se, gap, warned, bridge = _ladder(obj)
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 4.2))
     bars = np.where(np.isfinite(se), 2 * se, 0.0)
@@ -98,12 +102,23 @@ def _plot_ladder(obj, truth, ax, title):
     if checked.any():
         ax.scatter(steps[checked], (log_z + gap)[checked], marker="v", color="tab:orange",
                    zorder=3, label="bias check: reverse anneal")  # fmt: skip
+    if bridge is not None:  # the estimate: the last rung's two directions bridged, warned
+        value, low, high = bridge
+        up = low if np.isfinite(low) else 0.0
+        ax.errorbar([steps[-1] * 1.15], [value], yerr=[[high], [up]], fmt="*", ms=11,
+                    color="tab:green", capsize=3, zorder=4,
+                    label="the estimate: forward and reverse bridged (stated interval)")
+        if not np.isfinite(low):
+            ax.annotate("shortfall = ∞", (steps[-1] * 1.15, value), textcoords="offset points",
+                        xytext=(6, 4), fontsize=7, color="tab:red")  # fmt: skip
     if truth is not None:
         ax.axhline(truth, ls="--", color="k", lw=1, label="exact")
     ax.set_xscale("log")
     ax.set_xlabel("temperatures (rungs of the convergence ladder)")
     ax.set_ylabel("log Z estimate")
-    ax.set_title(title or "convergence ladder: the last rung is the estimate")
+    ax.set_title(title or ("convergence ladder: the estimate bridges the last rung's two "
+                           "directions" if bridge is not None else
+                           "convergence ladder: the last rung is the estimate"))
     ax.legend(fontsize=8)
     return ax
 
@@ -114,7 +129,9 @@ def plot_convergence(data, results_by_method=None, truth=None, ax=None, title=No
     ``plot_convergence(ev)``: the convergence ladder of one call (``ev`` the evidence
     workflow's result, ``hais.evidence``, a ``phn.HAIS`` or the ArviZ output of
     ``php.sample_hais``/``HAIS.to_arviz()``): each rung's estimate, the rungs whose checks
-    failed ringed in red, the bias check's reverse estimate where it ran.
+    failed ringed in red, the bias check's reverse estimate where it ran and, where the
+    estimate is the bridge of the last rung's forward and reverse anneals
+    (``Evidence.bridged``), the estimate with the interval its warning states.
 
     ``plot_convergence(num_steps, results_by_method)``: one series per method;
     ``results_by_method`` maps a label to a list of AISResult (one per entry of ``num_steps``,

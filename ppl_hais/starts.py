@@ -215,6 +215,16 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", *, num_steps=10
                            pilot_options=PilotOptions.of(hais_kwargs))[:4]  # fmt: skip
 
 
+def _improper_note(model) -> str:
+    return (
+        f"variable(s) {list(model.improper)} have an improper (flat) prior: the estimate is the "
+        "likelihood integrated against that flat density taken as 1 per unit of the "
+        "unconstrained coordinate(s), an arbitrary constant. It compares only with models that "
+        "put the same flat prior on the same coordinates (the constants cancel), not with "
+        "models whose priors are proper: give the variable(s) a proper prior for a Bayes factor."
+    )
+
+
 def _improper_error(model):
     # never guess a start for an improper prior: the user says which (DESIGN.md)
     return ValueError(
@@ -288,6 +298,26 @@ def _vi_candidates(model):
 
 
 @float64
+def _survey(rng_key, target, kernel, num_steps, pilot_options, desc):
+    """A pilot of ``kernel`` on ``target`` and the model gradients it spent."""
+    with np.errstate(all="ignore"):
+        pilot = survey(rng_key, target, kernel, num_steps=num_steps, options=pilot_options,
+                       progress_bar=progress.showing(), desc=desc)  # fmt: skip
+    used = pilot.gradients_per_particle(kernel.gradients_per_step) * len(pilot.log_weights)
+    return pilot, int(used)
+
+
+def with_local_steps(rng_key, model, target, kernel_options, pilot_options, num_steps):
+    """The transition of ``kernel_options`` with a step size per particle (``local_steps``;
+    the convergence ladder's switch, :func:`ppl_hais.ladder.needs_local_steps`), its pilot on
+    ``target`` (the step sizes tuned for it) and the gradients that pilot spent."""
+    options = kernel_options._replace(local_steps=True)
+    kernel = transition(model, options)
+    pilot, used = _survey(rng_key, target, kernel, num_steps, pilot_options,
+                          "pilot (local steps)")  # fmt: skip
+    return options, kernel, pilot, used
+
+
 def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot_options):
     """:func:`choose_initial` and the model gradients it spent (its pilots, and the fits this
     call made)."""
@@ -310,13 +340,10 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
     def pilot(names):
         nonlocal gradients
         for name in names:
-            with np.errstate(all="ignore"):
-                pilots[name] = survey(rng_key, candidates[name], kernel, num_steps=num_steps,
-                                      options=pilot_options, progress_bar=progress.showing(),
-                                      desc=f"pilot ({name})")  # fmt: skip
+            pilots[name], used = _survey(rng_key, candidates[name], kernel, num_steps,
+                                         pilot_options, f"pilot ({name})")  # fmt: skip
             choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
-            per_particle = pilots[name].gradients_per_particle(kernel.gradients_per_step)
-            gradients += per_particle * len(pilots[name].log_weights)
+            gradients += used
 
     pilot(list(candidates))
     size = len(next(iter(pilots.values())).log_weights)

@@ -14,12 +14,15 @@ from test_bias import _funnel, _TargetModel
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
 from ppl_hais.ladder import (
+    BRIDGE_CLEAR,
     DEFAULT_BUDGET,
     FIRST_NUM_STEPS,
     FIXED_NUM_STEPS,
     Rung,
+    bridge_figures,
     cleared_se,
     clears,
+    needs_local_steps,
     remaining_gap,
     settled,
     shortfall,
@@ -70,24 +73,68 @@ def test_an_easy_model_takes_one_rung_and_counts_every_gradient():
 
 
 def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_ends():
-    """Neal's funnel from N(0, I): every rung's lag check fails (the neck is not reached), so
-    the ladder runs 250, 1000, 4000, ... until max_gradients; the estimate rises on the way, the
-    last rung's warning states a shortfall in nats that covers its error, and no gradient is
-    spent past the budget."""
+    """Neal's funnel from N(0, I), the transition fixed (``local_steps=False``): every rung's
+    lag check fails (the neck is not reached), so the ladder runs 250, 1000, 4000, ... until
+    max_gradients; the estimate rises on the way, the last rung's warning states a shortfall in
+    nats that covers its error, and no gradient is spent past the budget."""
     f, exact = _funnel()
     budget = 6_000_000
     with pytest.warns(ph.EvidenceWarning, match=r"converged: after 3 rungs .* too low"):
-        ev = evidence(jax.random.key(3), _TargetModel(f, 10), initial="prior",
-                      num_particles=256, max_gradients=budget, progress_bar=False)  # fmt: skip
+        ev = evidence(jax.random.key(5), _TargetModel(f, 10), initial="prior",
+                      num_particles=256, max_gradients=budget, progress_bar=False,
+                      local_steps=False)  # fmt: skip
     steps = [r.num_steps for r in ev.trajectory]
     assert steps == [250, 1000, 4000] and ev.num_steps == 4000
-    assert all(r.checks for r in ev.trajectory)
+    assert all(r.checks for r in ev.trajectory) and not any(r.local_steps for r in ev.trajectory)
     spent = [r.gradients for r in ev.trajectory]
     assert spent[0] < spent[1] < spent[2] == ev.gradients <= budget
-    assert ev.log_z == ev.trajectory[-1].log_z
-    assert exact - ev.log_z > 0.05  # still low: the funnel's neck
+    forward = ev.trajectory[-1].log_z
+    assert exact - forward > 0.05  # the forward anneal is still low: the funnel's neck
+    # its bias check ran (the budget allows no other rung): the estimate is the bridge of the
+    # forward and reverse anneals, closer (-0.14 -> -0.06 here), its figures stated about it
+    assert ev.bridged and ev.log_z_forward == forward and ev.log_z == ev.bias.log_z_bennett
+    assert abs(ev.log_z - exact) < exact - forward and ev.log_z_se == ev.bias.log_z_bennett_se
     assert ev.shortfall > 0 and exact - ev.log_z <= ev.shortfall + 0.1
+    assert (ev.shortfall, ev.excess) == bridge_figures(ev.trajectory, ev.log_z)
     assert "converged" in [c.split(":")[0] for c in ev.checks]
+    assert f"The estimate given, {ev.log_z:.3f}, bridges this forward anneal" in ev.checks[-1]
+    # by default the 1000-temperature rung's failed bias and lag checks switch the next rung to
+    # per-particle step sizes (their pilot's gradients counted): -0.19 -> -0.03 here (key 3)
+    with pytest.warns(ph.EvidenceWarning, match=r"4000 \(local steps\) temperatures"):
+        sw = evidence(jax.random.key(3), _TargetModel(f, 10), initial="prior",
+                      num_particles=256, max_gradients=budget, progress_bar=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ph.EvidenceWarning)
+        ev = evidence(jax.random.key(3), _TargetModel(f, 10), initial="prior",
+                      num_particles=256, max_gradients=budget, progress_bar=False,
+                      local_steps=False)  # fmt: skip
+    assert exact - ev.trajectory[-1].log_z > 0.15
+    assert [r.local_steps for r in sw.trajectory] == [False, False, True]
+    key = lambda t: [(r.num_steps, r.log_z, r.checks, r.gradients) for r in t[:2]]  # noqa: E731
+    assert "bias" in sw.trajectory[1].checks and key(sw.trajectory) == key(ev.trajectory)
+    pilot = 64 * (1000 + 100)  # its pilot's particles × temperatures and warm-up
+    assert 0.9 * pilot < sw.gradients - ev.gradients < 1.2 * pilot and sw.gradients <= budget
+    assert exact - sw.trajectory[-1].log_z < 0.05 and sw.bridged
+    assert -(sw.shortfall + 0.1) <= sw.log_z - exact <= sw.excess + 0.1
+
+
+def test_a_bridge_its_anneals_bound_within_0_2_nat_comes_without_a_warning():
+    """The funnel with the default budget (key 1): per-particle steps from 4000 temperatures
+    on, the 16,000-temperature rung still fails its lag check (and, split into other particle
+    groups, its bias check), and the forward and reverse anneals bound the bridge within 0.2 nat
+    either way: it is the estimate, with no warning and an SE that carries that interval (0.067
+    here, against the bridge's own 0.02), and it covers the exact value."""
+    f, exact = _funnel()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ph.EvidenceWarning)
+        ev = evidence(jax.random.key(1), _TargetModel(f, 10), initial="prior",
+                      progress_bar=False)  # fmt: skip
+    assert [r.local_steps for r in ev.trajectory] == [False, False, True, True]
+    assert ev.bridged and not ev.checks and "lag" in ev.cleared
+    low, high = bridge_figures(ev.trajectory, ev.log_z)
+    assert max(low, high) <= BRIDGE_CLEAR and (low, high) == (ev.shortfall, ev.excess)
+    assert ev.log_z_se >= max(low, high) / 2 > ev.bias.log_z_bennett_se
+    assert abs(ev.log_z - exact) < 2 * ev.log_z_se
 
 
 def test_escalating_can_clear_the_warning():
@@ -133,6 +180,27 @@ def test_a_short_passing_rung_ends_the_ladder_only_when_its_bias_check_bounds_th
     assert not settled(student._replace(checks=("lag",), bias_gap=nan))
     assert not settled(student._replace(bias_gap=0.0, bias_gap_se=float("inf")))
     assert settled(student._replace(num_steps=FIXED_NUM_STEPS))
+
+
+def test_a_failed_bias_check_from_1000_temperatures_switches_to_local_steps():
+    """The funnel's signature (on a rung of 1000 or more, a bias check that failed by more than
+    0.1 nat with the lag check, its misses sizable) switches the next rungs to per-particle
+    step sizes; a short rung, a passing check, a gap within 0.1 nat, no lag, heavy tails
+    (unsizable) or a rung already switched do not."""
+    nan = float("nan")
+    funnel = (Rung(250, -0.4, 0.03, ("lag",), nan, 10, 0.1),
+              Rung(1000, -0.25, 0.03, ("lag", "bias"), 0.2, 50, 0.3, lag=0.3, outside=0.4,
+                   bias_gap_se=0.05))  # fmt: skip
+    assert needs_local_steps(funnel)
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(num_steps=250),))
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(checks=("lag",)),))
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(checks=("bias",)),))
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(bias_gap=0.09),))
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(outside=0.9),))  # unsizable
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(local_steps=True),))
+    switched = funnel + (funnel[1]._replace(num_steps=4000, local_steps=True),)
+    (msg,) = remaining_gap(switched, max_gradients=100)
+    assert "(250, 1000, 4000 (local steps) temperatures" in msg
 
 
 def test_remaining_gap_reads_the_trajectory():
@@ -245,6 +313,16 @@ def test_a_banana_whose_weights_fail_is_cleared_by_the_joint_decision_and_right(
     assert ev.cleared and not ev.checks and len(ev.trajectory) == 2
     assert abs(ev.trajectory[-1].bias_gap) <= 0.05
     assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
+    # its ArviZ output carries that estimate, not the chain's weights' verdict: compare_evidence
+    # reads it unwarned with the cleared SE (it read the chain's failed checks before stop 51)
+    idata = ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 2))}, checks=ev.checks,
+                              bias=ev.bias, trajectory=ev.trajectory, evidence=ev)  # fmt: skip
+    assert ev.results[0].warning  # the chain's own weights failed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ph.EvidenceWarning)
+        table = ph.compare_evidence({"banana": idata, "pair": (0.0, 0.1)})
+    assert table.loc["banana", "log_evidence"] == ev.log_z
+    assert table.loc["banana", "se"] == ev.log_z_se and not table.loc["banana", "warning"]
 
 
 def test_the_trajectory_reaches_arviz_compare_and_the_plot():
@@ -258,22 +336,26 @@ def test_the_trajectory_reaches_arviz_compare_and_the_plot():
         ev = evidence(jax.random.key(3), _TargetModel(f, 10), initial="prior",
                       num_particles=256, max_gradients=6_000_000, progress_bar=False)  # fmt: skip
     idata = ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 10))}, checks=ev.checks,
-                              bias=ev.bias, trajectory=ev.trajectory)  # fmt: skip
+                              bias=ev.bias, trajectory=ev.trajectory, evidence=ev)  # fmt: skip
     ss = group(idata, "sample_stats")
     assert list(ss["ladder_num_steps"].values) == [r.num_steps for r in ev.trajectory]
-    assert len(ev.trajectory) >= 2
-    assert ss["ladder_log_marginal_likelihood"].values[-1] == ev.log_z
+    assert len(ev.trajectory) >= 2 and ev.bridged
+    assert ss["ladder_log_marginal_likelihood"].values[-1] == ev.log_z_forward
+    assert float(ss["log_evidence"]) == ev.log_z and float(ss["log_evidence_se"]) == ev.log_z_se
+    assert ss.attrs["bridged"] == 1
     assert ss.attrs["gradients"] == ev.gradients and ss.attrs["shortfall"] == ev.shortfall
     with pytest.warns(ph.EvidenceWarning):
         table = ph.compare_evidence({"ev": ev, "idata": idata, "pair": (0.0, 0.1)})
     assert table.loc["ev", "shortfall"] == table.loc["idata", "shortfall"] == ev.shortfall
     assert np.isnan(table.loc["pair", "shortfall"])
-    assert ss.attrs["excess"] == ev.excess == ev.trajectory[-1].excess >= 0
+    assert ss.attrs["excess"] == ev.excess == bridge_figures(ev.trajectory, ev.log_z)[1] >= 0
     assert table.loc["ev", "excess"] == table.loc["idata", "excess"] == ev.excess
     assert np.isnan(table.loc["pair", "excess"])
     for source in (ev, idata):
         ax = ph.plots.plot_convergence(source)
-        assert "a check failed (EvidenceWarning)" in [t.get_text() for t in ax.get_legend().texts]
+        texts = [t.get_text() for t in ax.get_legend().texts]
+        assert "a check failed (EvidenceWarning)" in texts
+        assert "the estimate: forward and reverse bridged (stated interval)" in texts
     with pytest.raises(TypeError, match="convergence ladder"):
         ph.plots.plot_convergence(object())
 
@@ -310,6 +392,10 @@ def test_both_adapters_default_to_the_ladder_and_report_it():
         assert ss.attrs["gradients"] > 128 * FIRST_NUM_STEPS and 0 <= ss.attrs["shortfall"] < 0.05
         lml = float(ss["log_marginal_likelihood"].values[0])
         assert abs(lml - exact) < 5 * float(ss["log_marginal_likelihood_se"].values[0]) + 0.01
+        # the call's estimate: one chain, a passing rung, so the chain's forward estimate
+        assert float(ss["log_evidence"]) == lml and ss.attrs["bridged"] == 0
+        assert float(ss["log_evidence_se"]) == float(ss["log_marginal_likelihood_se"][0])
     table = ph.compare_evidence({"numpyro": hais, "pymc": idata})
+    assert table.loc["numpyro", "log_evidence"] == hais.log_evidence
     for name, out in (("numpyro", hais.to_arviz()), ("pymc", idata)):
         assert table.loc[name, "shortfall"] == group(out, "sample_stats").attrs["shortfall"]

@@ -90,9 +90,10 @@ class HAIS:
     num_leapfrog, flips, lookahead, local_steps
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
         momentum flips after a rejection (``"standard"`` or ``"reduced"``), look-ahead
-        trajectories, a step size per particle scaled by the local gradient
-        (``local_steps=True``: a funnel's neck; docs/local_steps.md). The pilot tunes the
-        step size for the transition the main run uses.
+        trajectories, a step size per particle scaled by the local gradient (``local_steps``:
+        None lets the convergence ladder switch it on after a rung whose bias check failed, a
+        funnel's neck; True or False, always or never; docs/local_steps.md). A pilot tunes the
+        step size for the transition the run uses.
     progress_bar : bool
         A tqdm bar per phase (pilot, each rung, the bias check).
 
@@ -126,7 +127,7 @@ class HAIS:
         num_leapfrog=1,
         flips="standard",
         lookahead=1,
-        local_steps=False,
+        local_steps=None,
         progress_bar=True,
     ):
         refuse_foreign_model(model)
@@ -156,9 +157,8 @@ class HAIS:
         self.evidence = None
         self._samples = None
 
-    # az.from_numpyro reads ``num_samples`` (ArviZ 0.x, of an MCMC) or ``sample_dims`` (ArviZ
-    # 1.x, of an inference adapter whose get_samples() groups by chain); get_samples() keeps
-    # MCMC's flat default, so neither reading fits: the error says what does
+    # az.from_numpyro reads ``num_samples`` (ArviZ 0.x, of an MCMC) or ``sample_dims`` (1.x, of
+    # an adapter grouping by chain): neither fits get_samples(); the error says what does
     @property
     def sample_dims(self):
         raise AttributeError(
@@ -252,7 +252,7 @@ class HAIS:
 
     @property
     def bias_gap(self) -> float:
-        """The bias check's reverse estimate minus the estimate, in nats (NaN: not run)."""
+        """The bias check's reverse estimate minus the forward one, in nats (NaN: not run)."""
         self._require()
         return self.evidence.bias_gap
 
@@ -320,18 +320,17 @@ class HAIS:
         sit next to each other, so ``n_eff`` stays near the importance ESS printed above."""
         self._require()
         ev = self.evidence
-        print(
-            f"log marginal likelihood = {self.log_evidence:.4f} ± {self.log_evidence_se:.4f}"
-            f"  ({self.num_chains} chain(s) × {self.num_particles} particles, "
-            f"{ev.num_steps} temperatures, initial: {ev.initial}, "
-            f"{ev.gradients / 1e6:.2f} M gradients)"
-        )
+        print(f"log marginal likelihood = {self.log_evidence:.4f} ± {self.log_evidence_se:.4f}"
+              f"  ({self.num_chains} chain(s) × {self.num_particles} particles, {ev.num_steps} "
+              f"temperatures, initial: {ev.initial}, {ev.gradients / 1e6:.2f} M gradients)")
         if len(ev.trajectory) > 1:
             rungs = ", ".join(f"{r.num_steps}: {r.log_z:.4f}" for r in ev.trajectory)
             print(f"  convergence ladder (temperatures: estimate): {rungs}")
         if ev.cleared:
-            print(f"  weight checks {', '.join(ev.cleared)} failed but were cleared: the last two "
-                  "rungs and the bias check agree (ppl_hais.ladder.clears)")  # fmt: skip
+            print(f"  checks {', '.join(ev.cleared)} failed but were cleared: " + (
+                "both directions bound the bridge within 0.2 nat, its SE carries that (ppl_hais."
+                "ladder.bridge_clears)" if ev.bridged else "the last two rungs and the bias "
+                "check agree (ppl_hais.ladder.clears)"))  # fmt: skip
         for c, r in enumerate(self.results):
             print(
                 f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "
@@ -342,8 +341,10 @@ class HAIS:
             b = ev.bias
             print(f"  bias check: reverse anneal from MCMC draws {ev.log_z_upper:.4f}, gap "
                   f"{ev.bias_gap:+.4f} ± {b.gap_se:.4f} nats; both directions bridged "
-                  f"(Bennett) {b.log_z_bennett:.4f} ± {b.log_z_bennett_se:.4f}, a diagnostic, "
-                  "not the estimate: its SE omits the MCMC draws' error")  # fmt: skip
+                  f"(Bennett) {b.log_z_bennett:.4f} ± {b.log_z_bennett_se:.4f}, " + (
+                    f"the estimate (the forward {ev.log_z_forward:.4f} failed its checks)"
+                    if ev.bridged else "a diagnostic, not the estimate") + ": its SE omits the "
+                  "MCMC draws' error")  # fmt: skip
         for check in ev.checks:
             print(f"  WARNING {check}")
         numpyro.diagnostics.print_summary(
@@ -354,8 +355,8 @@ class HAIS:
 
     @float64
     def to_arviz(self, pointwise_log_likelihood=True):
-        """ArviZ output (``xarray.DataTree`` on ArviZ >= 1, ``InferenceData`` on 0.x) with
-        posterior, sample_stats, log_likelihood and observed_data."""
+        """ArviZ output (DataTree on ArviZ >= 1, InferenceData on 0.x): posterior,
+        sample_stats (``log_evidence``: the estimate), log_likelihood and observed_data."""
         self._require()
         posterior = self.get_samples(group_by_chain=True)
         log_lik = None
@@ -388,6 +389,7 @@ class HAIS:
             initial=self.evidence.initial,
             trajectory=self.evidence.trajectory,
             bias=self.evidence.bias,
+            evidence=self.evidence,
         )
 
     # -- the core's pieces, for users who want them

@@ -104,7 +104,7 @@ def sample_hais(
     num_leapfrog: int = 1,
     flips: str = "standard",
     lookahead: int = 1,
-    local_steps: bool = False,
+    local_steps: bool | None = None,
     **smc_kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
@@ -160,8 +160,9 @@ def sample_hais(
     num_leapfrog, flips, lookahead, local_steps
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
         momentum flips after a rejection, look-ahead trajectories, a step size per particle
-        scaled by the local gradient (``local_steps=True``: a funnel's neck;
-        docs/local_steps.md). The pilot tunes the step size for the transition the main run
+        scaled by the local gradient (``local_steps``: None lets the convergence ladder switch
+        it on after a rung whose bias check failed, a funnel's neck; True or False, always or
+        never; docs/local_steps.md). A pilot tunes the step size for the transition the run
         uses.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
@@ -246,6 +247,7 @@ def sample_hais(
         initial=ev.initial,
         bias=ev.bias,
         trajectory=ev.trajectory,
+        evidence=ev,
     )
     if (idata_kwargs or {}).get("log_likelihood", False):
         pm.compute_log_likelihood(idata, model=model, progressbar=False)

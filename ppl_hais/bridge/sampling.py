@@ -261,7 +261,8 @@ def bridge_evidence(
     (:class:`CrossCheck`), warning where they disagree beyond their noise.
     """
     from ..annealing.bias import reverse_anneal
-    from ..evidence import _improper_note, evidence
+    from ..evidence import evidence
+    from ..starts import _improper_note
 
     key_bridge, key_fwd, key_rev = jax.random.split(rng_key, 3)
     result = bridge(key_bridge, model.log_joint, draws, method=method, diverging=diverging)
