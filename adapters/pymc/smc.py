@@ -183,7 +183,9 @@ def sample_hais(
     idata : arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ >= 1)
         As ``pm.sample_smc``'s: ``posterior`` (constrained variables and deterministics,
         model coords/dims),
-        ``sample_stats`` with ``log_marginal_likelihood`` and its standard error
+        ``sample_stats`` with the call's estimate ``log_evidence`` and ``log_evidence_se``
+        (the chains pooled; the convergence ladder's bridge or cleared SE where it gave one),
+        each chain's ``log_marginal_likelihood`` and its standard error
         ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
         array per stage instead; ``inf`` when the weights' variance does not exist),
         ``importance_ess``, ``pareto_k``, ``lag`` and ``evidence_warning`` per chain, the failed
