@@ -184,10 +184,10 @@ def evidence(
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
     (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
-    ``Evidence.trajectory``; after a rung of 1000 or more whose bias check failed, the rungs
-    give each particle a step size of its own (``local_steps``, unless the call sets it to
-    True or False;
-    :func:`ppl_hais.ladder.needs_local_steps`). A last rung that still fails states the gap in
+    ``Evidence.trajectory``; after a rung of 1000 or more whose bias check found over 0.1
+    nat missing while its lag check failed, the rungs give each particle a step size of its
+    own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
+    A last rung that still fails states the gap in
     nats (the ``converged`` check); where its bias check ran, the estimate is then the bridge
     of its forward and reverse anneals (``Evidence.bridged``, ``Evidence.log_z_forward``). A
     number means what it says: one run, no escalation.

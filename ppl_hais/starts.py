@@ -297,7 +297,6 @@ def _vi_candidates(model):
     return out
 
 
-@float64
 def _survey(rng_key, target, kernel, num_steps, pilot_options, desc):
     """A pilot of ``kernel`` on ``target`` and the model gradients it spent."""
     with np.errstate(all="ignore"):
@@ -318,6 +317,7 @@ def with_local_steps(rng_key, model, target, kernel_options, pilot_options, num_
     return options, kernel, pilot, used
 
 
+@float64
 def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot_options):
     """:func:`choose_initial` and the model gradients it spent (its pilots, and the fits this
     call made)."""

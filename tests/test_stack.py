@@ -158,6 +158,21 @@ def test_float64_is_scoped_to_the_call():
         h.run(jax.random.key(0), jnp.array([0.3, -0.5]))
         assert h.results[0].log_weights.dtype.name == "float64"
         h.get_samples()
+        # the start's own entry point too (its Laplace fit ran in float32 when stop 51's
+        # refactor moved the decorator off _choose_initial)
+        import ppl_hais as ph
+        from ppl_hais.evidence import choose_initial
+        class Model:
+            dim, improper = 1, ()
+            prior = ph.Gaussian(jnp.zeros(1), 1.0)
+            def log_likelihood(self, z):
+                return -0.5 * 1e4 * jnp.sum((1.0 - z) ** 2)  # a prior that does not work
+            def log_joint(self, z):
+                return self.prior.log_prob(z) + self.log_likelihood(z)
+        name, target, pilot, _ = choose_initial(jax.random.key(1), Model(), num_steps=50)
+        assert name == "laplace" and pilot.log_weights.dtype.name == "float64"
+        leaves = jax.tree_util.tree_leaves(target.initial)
+        assert all(x.dtype.name == "float64" for x in leaves if hasattr(x, "dtype")), leaves
         print(jnp.arange(3).dtype, jax.config.jax_enable_x64)
         """
     )

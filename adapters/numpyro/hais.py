@@ -91,9 +91,9 @@ class HAIS:
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
         momentum flips after a rejection (``"standard"`` or ``"reduced"``), look-ahead
         trajectories, a step size per particle scaled by the local gradient (``local_steps``:
-        None lets the convergence ladder switch it on after a rung whose bias check failed, a
-        funnel's neck; True or False, always or never; docs/local_steps.md). A pilot tunes the
-        step size for the transition the run uses.
+        None lets the convergence ladder switch it on after a rung whose bias and lag checks
+        failed, a funnel's neck; True or False, always or never; docs/local_steps.md). A pilot
+        tunes the step size for the transition the run uses.
     progress_bar : bool
         A tqdm bar per phase (pilot, each rung, the bias check).
 

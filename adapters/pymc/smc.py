@@ -161,9 +161,9 @@ def sample_hais(
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
         momentum flips after a rejection, look-ahead trajectories, a step size per particle
         scaled by the local gradient (``local_steps``: None lets the convergence ladder switch
-        it on after a rung whose bias check failed, a funnel's neck; True or False, always or
-        never; docs/local_steps.md). A pilot tunes the step size for the transition the run
-        uses.
+        it on after a rung whose bias and lag checks failed, a funnel's neck; True or False,
+        always or never; docs/local_steps.md). A pilot tunes the step size for the transition
+        the run uses.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
