@@ -29,6 +29,7 @@ __all__ = [
     "ess",
     "excess",
     "importance_ess",
+    "importance_ess_se",
     "log_mean_exp",
     "log_mean_exp_se",
     "max_relative_weight",
@@ -71,6 +72,24 @@ def importance_ess(log_weights) -> float:
     if not np.any(np.isfinite(lw)):
         return float("nan")
     return float(np.exp(2 * logsumexp(lw) - logsumexp(2 * lw)))
+
+
+def importance_ess_se(log_weights) -> float:
+    """The jackknife standard error of :func:`importance_ess` (NaN with fewer than 2 finite
+    weights). Large where one weight dominates: leaving it out changes the ESS most.
+
+    >>> round(importance_ess_se(np.zeros(64)), 6)  # equal weights: every subset agrees
+    0.0
+    """
+    lw = np.asarray(log_weights, dtype=float).ravel()
+    lw = np.where(np.isnan(lw), -np.inf, lw)
+    n = lw.size
+    if n < 2 or np.sum(np.isfinite(lw)) < 2:
+        return float("nan")
+    w = np.exp(lw - np.max(lw))
+    s1, s2 = np.sum(w), np.sum(w * w)
+    loo = (s1 - w) ** 2 / np.maximum(s2 - w * w, np.finfo(float).tiny)  # leave-one-out ESS
+    return float(np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2)))
 
 
 MIN_RUNS_FOR_SPREAD = 4  # runs whose spread stands in for an infinite SE
