@@ -300,6 +300,8 @@ def evidence(
             _largest(r.lag for r in results), outside=_largest(r.outside_initial for r in results),
             bias_gap_se=float("nan") if bias is None else bias.gap_se,
             excess=_largest(r.excess for r in results), local_steps=kernel_options.local_steps,
+            bridge=np.nan if bias is None else bias.log_z_bennett,
+            bridge_se=np.nan if bias is None else bias.log_z_bennett_se,
         )  # fmt: skip
         if ladder and _ladder.clears(trajectory + [rung]):
             _, var_delta = diagnostics.pool(
@@ -319,13 +321,11 @@ def evidence(
             if not next_fits(spent, last_check, **fits):
                 break
         steps = _ladder.next_num_steps(steps)
-    forward, bridge = float("nan"), None  # a last rung still failing: both directions bridged
-    if ladder and trajectory[-1].checks and bias is not None and np.isfinite(bias.log_z_bennett):
-        forward, bridge = float(log_z), float(bias.log_z_bennett)
-        log_z, var = bridge, float(bias.log_z_bennett_se) ** 2
-        if _ladder.bridge_clears(trajectory, bridge):  # its interval as its SE, no warning
-            var += (max(_ladder.bridge_figures(trajectory, bridge)) / 2) ** 2
-            last = trajectory[-1]
+    forward, bridge, last = float("nan"), None, trajectory[-1]  # a last rung still failing:
+    if ladder and last.checks and np.isfinite(last.bridge):  # both directions bridged
+        forward, bridge, log_z = float(log_z), last.bridge, last.bridge
+        var = _ladder.bridge_se(trajectory) ** 2
+        if _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
             trajectory[-1], checks = last._replace(checks=(), cleared=last.checks), ()
     if ladder:
         checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)

@@ -1,67 +1,53 @@
 """The convergence ladder: run again with 4× the temperatures while a check fails, within a
 gradient budget, and say in nats what is left when the budget runs out.
 
-The evidence workflow's default (``num_steps=None``) anneals over 250 temperatures first, a
-quarter of the fixed default's 1000, so a model whose checks pass there pays a quarter of it
-(its pilot surveys the path as for 1000: the tuning the later rungs reuse is the same). A
-rung whose checks fail (the weights' checks, then the bias check) is followed by one with
-``GROWTH`` times the temperatures and a fresh key, while the gradients spent so far and the
-next rung's predicted cost fit ``max_gradients`` (default: ``DEFAULT_BUDGET`` times the first
-rung's main run). Each rung is an independent run (a new number of temperatures
-compiles nothing, ``ppl_hais.annealing.execution``); the last one is the estimate and every
-rung is in the trajectory (:class:`Rung`, ``Evidence.trajectory``,
+The evidence workflow's default (``num_steps=None``) anneals over 250 temperatures first (its
+pilot surveys the path as for the fixed default's 1000). A rung whose checks fail (the
+weights' checks, then the bias check) is followed by one with ``GROWTH`` times the
+temperatures and a fresh key, while the gradients spent so far and the next rung's predicted
+cost fit ``max_gradients`` (default: ``DEFAULT_BUDGET`` times the first rung's main run).
+Each rung is an independent run (compiling nothing new); the last one is the estimate and
+every rung is in the trajectory (:class:`Rung`, ``Evidence.trajectory``,
 :func:`ppl_hais.plots.plot_convergence`).
 
 **A different transition** (:func:`needs_local_steps`). After a rung of ``FIXED_NUM_STEPS``
 temperatures or more whose bias check found more than ``CLEAR_BOUND`` missing while its lag
-check failed (the MCMC draws reach mass the transitions do not: a funnel's neck, where 4× the
-temperatures shrank the bias by only about ¾), the rungs give each particle a step size of
-its own (``local_steps``, tuned by a pilot of its own, its gradients counted;
-docs/local_steps.md). Not where the misses cannot be sized (:func:`unsizable`: heavy tails,
-where it lowered the Student-t experts' estimate), nor where the call sets ``local_steps``.
+check failed (a funnel's neck), the rungs give each particle a step size of its own
+(``local_steps``, tuned by a pilot of its own, its gradients counted; docs/local_steps.md).
+Not where the misses cannot be sized (:func:`unsizable`), nor where the call sets it.
 
 **The joint decision** (:func:`clears`). The weights' checks (Pareto k̂, importance ESS, lag)
 read one run's weights, and a right estimate can fail them (a banana's or a Student-t's
 weights reach k̂ 0.5–1 at errors of 0.01 nat). A later rung whose weights still fail is
-accepted when two checks that do not read its weights agree that it has converged: the
-bias check's reverse anneal lies within ``CLEAR_GAP`` of it (independent paths, forward and
-back, agree), its gap plus ``BIAS_NOISE`` of its SEs within ``CLEAR_BOUND`` (the check bounds
-the bias by the suite's "right", 0.1 nat, not only fails to see it) and the previous rung, an
-independent run over 4× fewer temperatures, lies
-within ``CLEAR_MOVE`` (the estimate no longer moves) — unless its particles still predict
-their weights strongly (lag ≥ ``CLEAR_LAG``, 5 noise SDs at 512 particles) or most of them
-ended outside the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``): mass that neither path
-reached, which no agreement can rule out. Its SE then comes from the two runs' spread.
-Nor may an earlier rung's check have reached an upper estimate more than ``CLEAR_BOUND``
-above the rung. The thresholds were derived on the issue 29 suite (``benchmarks/decision.py``
-on docs/trust_suite_rungs.json, then docs/trust_suite.md; the figures in
-docs/architecture.md): the Student-t experts' runs agree across rungs and with their reverse
-anneal while 0.3–0.6 nat low, their outside fraction (0.88–0.94) far from the banana's and
-the funnel's (at most 0.51).
+accepted when two checks that do not read its weights agree that it has converged: the bias
+check's reverse anneal lies within ``CLEAR_GAP`` of it, its gap plus ``BIAS_NOISE`` of its
+SEs within ``CLEAR_BOUND`` (the check bounds the bias by the suite's "right", 0.1 nat), and
+the previous rung, an independent run over 4× fewer temperatures, within ``CLEAR_MOVE`` —
+unless its particles still predict their weights strongly (lag ≥ ``CLEAR_LAG``) or most of
+them ended outside the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``): mass that
+neither path reached, which no agreement can rule out. Its SE then comes from the two runs'
+spread. Nor may an earlier rung's check have reached an upper estimate more than
+``CLEAR_BOUND`` above the rung. The thresholds were derived on the issue 29 suite
+(``benchmarks/decision.py``; the figures in docs/architecture.md).
 
 When the last rung still fails, :func:`remaining_gap` adds a ``converged`` check that states
-how low the estimate may be, in nats (:func:`shortfall`): the bias check's gap, doubled
-(draws that miss mass too make the gap smaller than the shortfall) or plus two of its SEs,
-the highest upper estimate any rung's bias check reached, and the rises over the ladder
-extrapolated by a slow power law (a forward anneal's log Ẑ is biased low and its bias
-shrinks with N; on heavy tails and funnels by a factor of only about ¾ per 4×). Where most
+how low the estimate may be, in nats (:func:`shortfall`), and, where one weight dominates,
+how far too *high* (``Rung.excess``, :func:`ppl_hais.estimators.excess`). Where most
 particles ended beyond the start and still predict their weights (:func:`unsizable`), no
-figure here bounds what is missing, and the shortfall is ``inf``: on the suite's Student-t
-experts the sized figure covered the error on 24 of 39 runs. Where one weight dominates, the
-check also states how far too *high* the estimate may be: its fall without its largest
-weights (``Rung.excess``, :func:`ppl_hais.estimators.excess`).
+figure here bounds what is missing, and the shortfall is ``inf``.
 
 **The bridge** (:func:`bridge_figures`). When the last rung still fails and its bias check
 ran, the call's estimate is Bennett's bridge of the forward weights and the check's reverse
-weights (``BiasCheck.log_z_bennett``): on the suite's funnel from N(0, I) it was within 0.1
-nat on 15 and 14 of 20 runs where the forward estimate was on 5 and 1, and wrong on no run
-whose forward estimate was right (docs/trust_suite.md). Its SE omits the MCMC draws' error,
-so the warning stays and states the interval in nats around it: no higher
-than the forward estimate's upper figure (the forward estimate plus its shortfall) and no
-lower than the forward estimate less its stated excess and two of its SEs (a forward anneal's
-log Ẑ is a stochastic lower bound). Where that interval lies within ``BRIDGE_CLEAR`` either
-way (:func:`bridge_clears`), the bridge comes without a warning, its SE carrying half the
-interval (a Bayes factor's doubt of at most e^0.2 ≈ 1.22); the checks go to ``Rung.cleared``.
+weights (``Rung.bridge``): on the suite's funnel from N(0, I) it was within 0.1 nat on 15 and
+14 of 20 runs where the forward estimate was on 5 and 1 (docs/trust_suite.md). Its SE omits
+the MCMC draws' error, so the warning states the interval in nats around it: no higher than
+the forward estimate plus its shortfall, no lower than the forward estimate less its stated
+excess and two of its SEs (a forward anneal's log Ẑ is a stochastic lower bound). The bridge
+comes without a warning (:func:`bridge_clears`, :func:`bridge_se`) where that interval lies
+within ``BRIDGE_CLEAR`` either way (its SE carrying half of it: a Bayes factor's doubt of at
+most e^0.2 ≈ 1.22), or where the previous rung's bridge, an independent run, lies within
+``CLEAR_MOVE`` of it while what is missing can be sized (its SE carrying their spread, as
+:func:`clears` does for forward estimates); the checks go to ``Rung.cleared``.
 
 Example
 -------
@@ -93,6 +79,7 @@ __all__ = [
     "WEIGHT_CHECKS",
     "bridge_clears",
     "bridge_figures",
+    "bridge_se",
     "cleared_se",
     "clears",
     "default_max_gradients",
@@ -141,6 +128,8 @@ class Rung(NamedTuple):
     bias_gap_se: float = float("nan")  # the bias check's gap's standard error (NaN: not run)
     excess: float = float("nan")  # the largest of the chains' excess (estimators.excess)
     local_steps: bool = False  # whether its transition gave each particle its own step size
+    bridge: float = float("nan")  # its bias check's bridge of both directions (NaN: not run)
+    bridge_se: float = float("nan")
 
 
 def next_num_steps(num_steps: int) -> int:
@@ -166,12 +155,7 @@ def _moved(trajectory):
 
 
 def clears(trajectory) -> bool:
-    """Whether the last rung's failed weight checks are false alarms by the joint decision (see
-    the module docstring): a second or later rung, no other check failed, the bias check ran
-    and lies within ``CLEAR_GAP`` with its gap + ``BIAS_NOISE`` SEs within ``CLEAR_BOUND``,
-    no earlier rung's bias check reaching an upper estimate more than ``CLEAR_BOUND`` above
-    it, the previous rung within ``CLEAR_MOVE``, lag below ``CLEAR_LAG`` and outside fraction
-    below ``CLEAR_OUTSIDE``."""
+    """Whether the last rung's failed weight checks are false alarms (module docstring)."""
     if len(trajectory) < 2:
         return False
     last, prev = trajectory[-1], trajectory[-2]
@@ -203,14 +187,10 @@ def settled(rung) -> bool:
 def needs_local_steps(trajectory) -> bool:
     """Whether the next rung should give each particle a step size of its own (``local_steps``;
     module docstring): the last rung, of ``FIXED_NUM_STEPS`` temperatures or more, failed its
-    bias check with a gap above ``CLEAR_BOUND`` (the reverse anneal from MCMC draws reached
-    mass the forward anneal's transitions did not, more than the suite's "right" allows) and
-    its lag check (its particles still predict their weights: the transitions did not keep
+    bias check with a gap above ``CLEAR_BOUND`` and its lag check (the transitions did not keep
     up), while what it misses can be sized (not :func:`unsizable`: heavy tails, where the
-    switch lowered the estimate), and the switch is not yet on. On the issue 29 suite every
-    funnel run from N(0, I) met it at 1000 or 4000 temperatures (gaps 0.11–0.77); the banana's
-    and the centered funnel's failed bias checks did not (gaps 0.06–0.09 with lag, or no lag
-    failing), and switched there they ended warned on 3 of 40 right runs."""
+    switch lowered the estimate), and the switch is not yet on. Every funnel run of the issue
+    29 suite met it; no banana or centered-funnel run did (docs/trust_suite.md)."""
     last = trajectory[-1]
     return bool(last.num_steps >= FIXED_NUM_STEPS and {"bias", "lag"} <= set(last.checks)
                 and last.bias_gap > CLEAR_BOUND and not last.local_steps
@@ -218,8 +198,7 @@ def needs_local_steps(trajectory) -> bool:
 
 
 def _highest_upper(trajectory) -> float:
-    """The highest upper estimate (log Ẑ + its bias check's gap) of the trajectory's rungs;
-    -inf when no bias check ran."""
+    """The highest upper estimate (log Ẑ + its bias check's gap) of the rungs (-inf: none)."""
     uppers = [r.log_z + r.bias_gap for r in trajectory if np.isfinite(r.bias_gap)]
     return max(uppers, default=-np.inf)
 
@@ -234,12 +213,10 @@ def cleared_se(trajectory, se_delta: float) -> float:
 def unsizable(trajectory) -> bool:
     """Whether what the last rung may miss cannot be sized: it failed a check while most of its
     particles ended beyond the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``) and still
-    predict their weights (lag ≥ ``CLEAR_LAG`` on the last rung or an earlier one: one rung's
-    lag has a noise SD of about 1/√P, 0.044 at 512 particles). Mass lies farther out than the
-    particles went, in tails that neither the forward anneal, the bias check's MCMC draws nor
-    a longer ladder reach (the suite's Student-t experts: 0.3–0.7 nat low while every rung and
-    the reverse anneal agreed within 0.2; one run 0.37 low ended at lag 0.249 after rungs at
-    0.27–0.31, and its sized shortfall, 0.16, did not cover it)."""
+    predict their weights (lag ≥ ``CLEAR_LAG`` on the last rung or an earlier one). Mass lies
+    farther out than the particles went, in tails that neither the forward anneal, the bias
+    check's MCMC draws nor a longer ladder reach (the suite's Student-t experts: 0.3–0.7 nat
+    low while every rung and the reverse anneal agreed within 0.2)."""
     last = trajectory[-1]
     lagged = max((r.lag for r in trajectory if np.isfinite(r.lag)), default=np.nan)
     return bool(last.checks) and last.outside >= CLEAR_OUTSIDE and lagged >= CLEAR_LAG
@@ -257,10 +234,7 @@ def shortfall(trajectory) -> float:
     is an estimate of an upper bound: a last rung below an earlier rung's is that much low),
     and the rises extrapolated by a bias that shrinks by ``DECAY`` per 4× temperatures (bias
     ∝ N^−0.2, as slow as heavy tails and funnels showed): the last rise × DECAY/(1 − DECAY),
-    the rise over the whole ladder × DECAY^k/(1 − DECAY^k) for its k steps of 4×. The second
-    and third came after a suite run whose stated shortfall missed one funnel run: 0.40 nat
-    low at 16,000 temperatures with a gap of 0.13 ± 0.29, where 4000 temperatures had reached
-    an upper estimate 0.32 above it.
+    the rise over the whole ladder × DECAY^k/(1 − DECAY^k) for its k steps of 4×.
     """
     if unsizable(trajectory):
         return float("inf")
@@ -304,16 +278,42 @@ def bridge_figures(trajectory, log_z_bridge: float) -> tuple[float, float]:
     return float(max(low, 0.0)), float(max(high, 0.0))
 
 
-def bridge_clears(trajectory, log_z_bridge: float) -> bool:
-    """Whether a bridge's stated interval (:func:`bridge_figures`) lies within
-    ``BRIDGE_CLEAR`` nats either way: its SE then carries that doubt, not a warning.
+def _bridge_doubts(trajectory) -> list[float]:
+    """The doubts that clear the last rung's bridge, as SEs to add: half its stated interval
+    where that lies within ``BRIDGE_CLEAR`` either way; where the last two rungs' bridges
+    agree within ``CLEAR_MOVE`` and what is missing can be sized, their spread (independent
+    runs; their difference over √2) with the previous bridge's SE. Empty: a warning."""
+    last, out = trajectory[-1], []
+    figures = bridge_figures(trajectory, last.bridge)
+    if max(figures) <= BRIDGE_CLEAR:
+        out.append(max(figures) / 2)
+    prev = trajectory[-2] if len(trajectory) > 1 else last._replace(bridge=np.nan)
+    if abs(last.bridge - prev.bridge) <= CLEAR_MOVE and not unsizable(trajectory):  # NaN: no
+        out.append(float(np.hypot(prev.bridge_se, (last.bridge - prev.bridge) / np.sqrt(2))))
+    return out
+
+
+def bridge_clears(trajectory) -> bool:
+    """Whether the last rung's bridge (``Rung.bridge``) comes without a warning: its stated
+    interval (:func:`bridge_figures`) lies within ``BRIDGE_CLEAR`` nats either way, or the
+    previous rung's bridge, an independent run over 4× fewer temperatures, lies within
+    ``CLEAR_MOVE`` of it (the bridge no longer moves) while what is missing can be sized.
 
     >>> rungs = (Rung(4000, -0.20, 0.02, ("lag", "bias"), 0.15, 9_000_000, 2.0,
-    ...               bias_gap_se=0.03),)
-    >>> bridge_clears(rungs, -0.05), bridge_clears(rungs, 0.05)  # (0.15, 0.19), (0.05, 0.29)
+    ...               bias_gap_se=0.03, bridge=-0.05),)
+    >>> bridge_clears(rungs), bridge_clears((rungs[0]._replace(bridge=0.05),))  # 0.19, 0.29
     (True, False)
+    >>> bridge_clears((rungs[0]._replace(bridge=0.12), rungs[0]._replace(bridge=0.05)))
+    True
     """
-    return bool(max(bridge_figures(trajectory, log_z_bridge)) <= BRIDGE_CLEAR)
+    return bool(_bridge_doubts(trajectory))
+
+
+def bridge_se(trajectory) -> float:
+    """The SE of the last rung's bridge: its own (``Rung.bridge_se``), with the larger doubt
+    that clears it (:func:`bridge_clears`) where one does. On the issue 29 suite's funnel
+    runs whose bridges agreed, the errors over these SEs had an SD of 0.94 (47 runs)."""
+    return float(np.hypot(trajectory[-1].bridge_se, max(_bridge_doubts(trajectory), default=0)))
 
 
 def remaining_gap(trajectory, *, max_gradients, bridge=None) -> tuple[str, ...]:

@@ -56,20 +56,22 @@ __all__ = ["plot_convergence", "plot_trace", "plot_weights"]
 
 def _ladder(obj):
     """The convergence ladder's rungs as arrays (num_steps, log_z, se, bias_gap, warned) and
-    the bridge, (estimate, shortfall, excess) or None, from an Evidence, an object holding one
-    (``phn.HAIS``) or ArviZ output."""
+    the bridge, (estimate, shortfall, excess, SE, warned) or None, from an Evidence, an object
+    holding one (``phn.HAIS``) or ArviZ output."""
     ev = getattr(obj, "evidence", obj)
     if getattr(ev, "trajectory", None):
         t = ev.trajectory
         get = lambda f: np.array([getattr(r, f) for r in t], dtype=float)  # noqa: E731
         warned = np.array([bool(r.checks) for r in t])
-        bridge = (ev.log_z, ev.shortfall, ev.excess) if ev.bridged else None
+        bridge = ((ev.log_z, ev.shortfall, ev.excess, ev.log_z_se, bool(ev.checks))
+                  if ev.bridged else None)  # fmt: skip
         return get("num_steps"), get("log_z"), get("log_z_se"), get("bias_gap"), warned, bridge
     try:
         ss = obj["sample_stats"]
         at = lambda name: np.asarray(ss[name].values, dtype=float)  # noqa: E731
         lines = ss.attrs["ladder_checks"].split("\n")
-        bridge = ((float(ss["log_evidence"]), ss.attrs["shortfall"], ss.attrs["excess"])
+        bridge = ((float(ss["log_evidence"]), ss.attrs["shortfall"], ss.attrs["excess"],
+                   float(ss["log_evidence_se"]), bool(ss.attrs["evidence_checks"]))
                   if ss.attrs.get("bridged") else None)  # fmt: skip
         return (at("ladder_num_steps"), at("ladder_log_marginal_likelihood"),
                 at("ladder_log_marginal_likelihood_se"), at("ladder_bias_gap"),
@@ -102,13 +104,15 @@ def _plot_ladder(obj, truth, ax, title):
     if checked.any():
         ax.scatter(steps[checked], (log_z + gap)[checked], marker="v", color="tab:orange",
                    zorder=3, label="bias check: reverse anneal")  # fmt: skip
-    if bridge is not None:  # the estimate: the last rung's two directions bridged, warned
-        value, low, high = bridge
+    if bridge is not None:  # the estimate: the last rung's two directions bridged
+        value, low, high, bridge_se, bridge_warned = bridge
         up = low if np.isfinite(low) else 0.0
-        ax.errorbar([steps[-1] * 1.15], [value], yerr=[[high], [up]], fmt="*", ms=11,
-                    color="tab:green", capsize=3, zorder=4,
-                    label="the estimate: forward and reverse bridged (stated interval)")
-        if not np.isfinite(low):
+        bar, what = ([[high], [up]], "stated interval") if bridge_warned else (
+            2 * bridge_se, "± 2 SE: cleared, its doubt in its SE")  # fmt: skip
+        ax.errorbar([steps[-1] * 1.15], [value], yerr=bar, fmt="*", ms=11, color="tab:green",
+                    capsize=3, zorder=4,
+                    label=f"the estimate: forward and reverse bridged ({what})")
+        if bridge_warned and not np.isfinite(low):
             ax.annotate("shortfall = ∞", (steps[-1] * 1.15, value), textcoords="offset points",
                         xytext=(6, 4), fontsize=7, color="tab:red")  # fmt: skip
     if truth is not None:
@@ -131,7 +135,8 @@ def plot_convergence(data, results_by_method=None, truth=None, ax=None, title=No
     ``php.sample_hais``/``HAIS.to_arviz()``): each rung's estimate, the rungs whose checks
     failed ringed in red, the bias check's reverse estimate where it ran and, where the
     estimate is the bridge of the last rung's forward and reverse anneals
-    (``Evidence.bridged``), the estimate with the interval its warning states.
+    (``Evidence.bridged``), the estimate with the interval its warning states (± 2 SE where it
+    was cleared: :func:`ppl_hais.ladder.bridge_clears`).
 
     ``plot_convergence(num_steps, results_by_method)``: one series per method;
     ``results_by_method`` maps a label to a list of AISResult (one per entry of ``num_steps``,

@@ -328,9 +328,9 @@ class HAIS:
             print(f"  convergence ladder (temperatures: estimate): {rungs}")
         if ev.cleared:
             print(f"  checks {', '.join(ev.cleared)} failed but were cleared: " + (
-                "both directions bound the bridge within 0.2 nat, its SE carries that (ppl_hais."
-                "ladder.bridge_clears)" if ev.bridged else "the last two rungs and the bias "
-                "check agree (ppl_hais.ladder.clears)"))  # fmt: skip
+                "the bridge of both directions is bounded within 0.2 nat or agrees with the "
+                "previous rung's, its SE carries that (ppl_hais.ladder.bridge_clears)" if ev.bridged
+                else "the last two rungs and the bias check agree (ppl_hais.ladder.clears)"))
         for c, r in enumerate(self.results):
             print(
                 f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "
