@@ -34,6 +34,7 @@ import argparse
 import itertools
 import json
 import math
+import shlex
 import sys
 import time
 import warnings
@@ -444,7 +445,7 @@ def write(args, rows):
         "# Issue 29's trust suite: hard-but-ordinary models"
         + (", BlackJAX's adaptive tempered SMC" if smc else " through both adapters' defaults"),
         "",
-        f"`python benchmarks/trust_suite.py {' '.join(sys.argv[1:])}` · {_machine.describe()} · "
+        f"`python benchmarks/trust_suite.py {shlex.join(sys.argv[1:])}` · {_machine.describe()} · "
         f"{time.strftime('%Y-%m-%d')} · {what}; keys {700 + args.first_seed} and up.",
         "",
         "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > 3 SE "
