@@ -2,7 +2,7 @@
 enumeration (phn.HAIS) and PyMC's discrete variables (php.sample_hais) beside pm.sample_smc,
 against the exact evidence by summation.
 
-    python benchmarks/switchpoint.py [--seeds 5] [--out docs/switchpoint.md]
+    python benchmarks/switchpoint.py [--seeds 5] [--out docs/switchpoint.md] [--methods phn]
 
 Data: 111 yearly counts simulated in code (as long as the coal-mining disasters series; rates
 3, 1 and 2.5 per year with changes after years 40 and 80). Models: rates ~ Exponential(1) per
@@ -20,11 +20,16 @@ php.sample_hais and pm.sample_smc run the models as PyMC users write them: sampl
 the switchpoints by a Metropolis step on one integer coordinate after each HMC step on the
 rates (ph.mixed_kernel), 512 particles × 1000 temperatures; pm.sample_smc with its defaults
 (2000 draws, 4 chains, its own Metropolis moves); its estimate pools the chains.
+
+``--methods`` keeps the methods whose name contains one of its comma-separated parts (``phn``:
+the NumPyro routes alone, which need no PyMC, as on a GPU machine without it).
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 import time
 import warnings
 
@@ -34,13 +39,11 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-import pymc as pm
 from numpyro.contrib.funsor import config_enumerate
 from scipy import special
 
 import ppl_hais as ph
 from ppl_hais.adapters import numpyro as phn
-from ppl_hais.adapters import pymc as php
 
 YEARS = 111
 warnings.filterwarnings("ignore")
@@ -106,6 +109,8 @@ one_switch, two_switch = config_enumerate(one_switch_plain), config_enumerate(tw
 
 
 def pymc_model(y, changes):
+    import pymc as pm
+
     t = np.arange(YEARS)
     with pm.Model() as m:
         if changes == 1:
@@ -139,6 +144,10 @@ def call(method, changes, y, seed):
         hais = phn.HAIS(model[plain], num_particles=512, num_steps=1000, progress_bar=False)
         hais.run(jax.random.key(seed), jnp.asarray(y))
         return hais.log_evidence, hais.log_evidence_se, bool(hais.warning), hais
+    import pymc as pm
+
+    from ppl_hais.adapters import pymc as php
+
     with pymc_model(y, changes):
         if method == "pm.sample_smc":
             idata = pm.sample_smc(random_seed=seed, progressbar=False, chains=4, cores=1)
@@ -152,32 +161,40 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--out", default="docs/switchpoint.md")
+    p.add_argument("--methods", default=None, help="comma-separated parts of method names")
     args = p.parse_args()
+    methods = [
+        m
+        for m in METHODS
+        if args.methods is None or any(part in m for part in args.methods.split(","))
+    ]
     y = simulate()
     truth = {1: exact(y, 1), 2: exact(y, 2)}
-    runs = {(m, c): [] for m in METHODS for c in (1, 2)}
+    runs = {(m, c): [] for m in methods for c in (1, 2)}
     for s in range(args.seeds):
         for changes in (1, 2):
-            for method in METHODS:
+            for method in methods:
                 t = time.perf_counter()
                 est, se, warned, hais = call(method, changes, y, s)
                 runs[method, changes].append((est, se, warned, time.perf_counter() - t, hais))
-                print(s, changes, method, f"{est - truth[changes]:+.4f}", flush=True)
+                print(s, changes, method, f"{est - truth[changes]:+.4f}", f"{se:.4f}", warned,
+                      f"{runs[method, changes][-1][3]:.1f} s", flush=True)  # fmt: skip
     ranked = {}
-    for method in METHODS[:2]:
+    for method in [m for m in methods if m.startswith("phn")]:
         tables = [ph.compare_evidence({"one": runs[method, 1][s][4], "two": runs[method, 2][s][4]})
                   for s in range(args.seeds)]  # fmt: skip
         ranked[method] = (sum(t.index[0] == "two" for t in tables),
                           np.median([t.loc["two", "prob"] for t in tables]))  # fmt: skip
-    write(args, truth, runs, ranked)
+    write(args, truth, runs, ranked, methods)
 
 
-def write(args, truth, runs, ranked):
+def write(args, truth, runs, ranked, methods):
     lines = [
         "# Switchpoints by evidence: HAIS with NumPyro enumeration or Metropolis moves and with "
         "PyMC's discrete variables, beside pm.sample_smc",
         "",
-        f"`python benchmarks/switchpoint.py --seeds {args.seeds}` · {_machine.describe()} · "
+        f"`{shlex.join(['python', 'benchmarks/switchpoint.py', *sys.argv[1:]])}` · "
+        f"{_machine.describe()} · "
         f"{time.strftime('%Y-%m-%d')}",
         "",
         __doc__.split("\n\n", 2)[2].strip().split("\n\n")[0].replace("\n", " "),
@@ -192,7 +209,7 @@ def write(args, truth, runs, ranked):
     ]
     for changes in (1, 2):
         name = f"{changes} switchpoint{'s' if changes > 1 else ''}"
-        for method in METHODS:
+        for method in methods:
             rows = runs[method, changes]
             err = np.array([r[0] for r in rows]) - truth[changes]
             se = np.array([r[1] for r in rows])

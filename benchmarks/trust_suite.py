@@ -321,10 +321,12 @@ def blackjax_call(case, adapter, seed):
                 shortfall=float("nan"), gradients=int(n) * per_step)  # fmt: skip
 
 
-def default_call(case, adapter, seed, initial="auto", local_steps=False):
-    """The user's default call (``initial`` and ``local_steps`` aside); (log Z, SE, checks,
-    Evidence-like figures)."""
+def default_call(case, adapter, seed, initial="auto", local_steps=False, num_steps=None):
+    """The user's default call (``initial``, ``local_steps`` and a fixed ``num_steps`` aside);
+    (log Z, SE, checks, Evidence-like figures)."""
     extra = dict(local_steps=True) if local_steps else {}
+    if num_steps is not None:  # a fixed budget: one run, no ladder
+        extra["num_steps"] = num_steps
     if adapter in SMC_SETTINGS:
         return blackjax_call(case, adapter, seed)
     if adapter == "numpyro":
@@ -352,6 +354,7 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False):
             checks=[c.split(":")[0] for c in st.attrs["evidence_checks"].split("\n") if c],
             gap=gap, shortfall=float(st.attrs["shortfall"]), gradients=int(st.attrs["gradients"]),
             excess=float(st.attrs["excess"]),
+            cleared=[c for c in st.attrs.get("cleared_checks", "").split(",") if c],
         )  # fmt: skip
     both, both_se = (np.nan, np.nan) if ev.bias is None else (ev.bias.log_z_bennett,
                                                               ev.bias.log_z_bennett_se)
@@ -360,7 +363,7 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False):
                 bridged=ev.bridged,
                 checks=[c.split(":")[0] for c in ev.checks],
                 gap=ev.bias_gap, shortfall=ev.shortfall, gradients=ev.gradients,
-                excess=ev.excess)  # fmt: skip
+                excess=ev.excess, cleared=list(ev.cleared))  # fmt: skip
 
 
 def report(args):
@@ -375,7 +378,8 @@ def report(args):
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                r = default_call(case, adapter, seed, args.initial, args.local_steps)
+                r = default_call(case, adapter, seed, args.initial, args.local_steps,
+                                 args.num_steps)  # fmt: skip
             r.update(err=r["log_z"] - case["exact"], wall=time.perf_counter() - t0,
                      model=name, adapter=adapter, seed=seed)  # fmt: skip
             runs.append(r)
@@ -438,8 +442,10 @@ def write(args, rows):
         if smc
         else "`phn.HAIS(model, num_chains=…).run(key, …)` and `php.sample_hais(chains=…, "
         f"random_seed=…)`, defaults otherwise (512 particles, initial={args.initial!r}, "
-        + ("local_steps=True, " if args.local_steps else "") + "the "
-        "convergence ladder within the default `max_gradients`, bias_check='auto')"
+        + ("local_steps=True, " if args.local_steps else "")
+        + (f"num_steps={args.num_steps} (a fixed budget: one run, no ladder)"
+           if args.num_steps else "the convergence ladder within the default `max_gradients`")
+        + ", bias_check='auto')"
     )
     lines = [
         "# Issue 29's trust suite: hard-but-ordinary models"
@@ -499,6 +505,8 @@ def main():
     p.add_argument("--initial", default="auto", help="the start (default: the default)")
     p.add_argument("--local-steps", action="store_true",
                    help="local_steps=True (per-particle step sizes; docs/local_steps.md)")
+    p.add_argument("--num-steps", type=int, default=None,
+                   help="a fixed number of temperatures (no ladder) instead of the default")
     p.add_argument("--adapters", default="numpyro,pymc",
                    help="numpyro, pymc, blackjax, blackjax-long (adaptive tempered SMC; no checks)")
     args = p.parse_args()
