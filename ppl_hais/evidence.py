@@ -303,7 +303,7 @@ def evidence(
             bridge=np.nan if bias is None else bias.log_z_bennett,
             bridge_se=np.nan if bias is None else bias.log_z_bennett_se,
         )  # fmt: skip
-        if ladder and _ladder.clears(trajectory + [rung]):
+        if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
             _, var_delta = diagnostics.pool(
                 [r.log_z for r in results], [r.log_z_se_delta for r in results]
             )

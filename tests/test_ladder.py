@@ -314,6 +314,23 @@ def test_the_joint_decision_clears_weight_checks_only_when_independent_paths_agr
     assert cleared_se((prev, last), 0.02) == pytest.approx(np.hypot(0.02, 0.03 / np.sqrt(2)))
 
 
+def test_a_fixed_budget_run_is_cleared_by_its_bias_check_alone():
+    """A run of a fixed ``num_steps`` has no previous rung to agree with: its weights' failed
+    checks are false alarms where its bias check agrees alone (the same bounds, the same lag
+    and outside guards), and its SE then carries the gap and the gap's SE."""
+    nan = float("nan")
+    last = Rung(1000, -1.0, float("inf"), ("pareto_k", "lag"), 0.02, 50, 0.3, 0.18,
+                bias_gap_se=0.03)  # fmt: skip
+    assert clears((last,), alone=True) and not clears((last,))
+    assert not clears((last._replace(bias_gap=nan),), alone=True)  # no bias check
+    assert not clears((last._replace(bias_gap=0.06),), alone=True)
+    assert not clears((last._replace(bias_gap=0.048),), alone=True)  # 0.048 + 2 × 0.03 > 0.1
+    assert not clears((last._replace(lag=0.25),), alone=True)
+    assert not clears((last._replace(outside=0.8),), alone=True)
+    assert not clears((last._replace(checks=("pareto_k", "bias")),), alone=True)
+    assert cleared_se((last,), 0.01) == pytest.approx(np.sqrt(0.01**2 + 0.02**2 + 0.03**2))
+
+
 def _banana(z, b=0.03, sd1=10.0):
     """Twisted Gaussian: x1 ~ N(0, 10²), x2 | x1 ~ N(b(x1² − 100), 1), normalized (log Z = 0)."""
     y2 = z[1] - b * (z[0] ** 2 - sd1**2)
@@ -342,6 +359,23 @@ def test_a_banana_whose_weights_fail_is_cleared_by_the_joint_decision_and_right(
         table = ph.compare_evidence({"banana": idata, "pair": (0.0, 0.1)})
     assert table.loc["banana", "log_evidence"] == ev.log_z
     assert table.loc["banana", "se"] == ev.log_z_se and not table.loc["banana", "warning"]
+
+
+def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_high():
+    """The banana over a fixed 1000 temperatures: key 1's weights fail k̂ and lag 0.01 nat off
+    while its bias check agrees (gap −0.015 ± 0.021), so it comes without a warning and with a
+    finite SE that covers log Z = 0 (before stop 53 it warned with SE = inf); key 5 drew a
+    dominating weight, 0.19 nat high, and its reverse anneal lies 0.22 below: still warned."""
+    model = _TargetModel(_banana, 2, 3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ph.EvidenceWarning)
+        ev = evidence(jax.random.key(1), model, num_steps=1000, progress_bar=False)
+    assert set(ev.cleared) == {"pareto_k", "lag"} and not ev.checks
+    assert [r.num_steps for r in ev.trajectory] == [1000]  # fixed: one run, no ladder
+    assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
+    with pytest.warns(ph.EvidenceWarning, match="pareto_k"):
+        high = evidence(jax.random.key(5), model, num_steps=1000, progress_bar=False)
+    assert high.log_z > 0.1 and high.bias_gap < -0.1 and not high.cleared
 
 
 def test_the_trajectory_reaches_arviz_compare_and_the_plot():

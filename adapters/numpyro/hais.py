@@ -157,8 +157,7 @@ class HAIS:
         self.evidence = None
         self._samples = None
 
-    # az.from_numpyro reads ``num_samples`` (ArviZ 0.x, of an MCMC) or ``sample_dims`` (1.x, of
-    # an adapter grouping by chain): neither fits get_samples(); the error says what does
+    # az.from_numpyro reads num_samples (ArviZ 0.x) or sample_dims (1.x): the error says why not
     @property
     def sample_dims(self):
         raise AttributeError(
@@ -327,10 +326,11 @@ class HAIS:
             rungs = ", ".join(f"{r.num_steps}: {r.log_z:.4f}" for r in ev.trajectory)
             print(f"  convergence ladder (temperatures: estimate): {rungs}")
         if ev.cleared:
-            print(f"  checks {', '.join(ev.cleared)} failed but were cleared: " + (
-                "the bridge of both directions is bounded within 0.2 nat or agrees with the "
-                "previous rung's, its SE carries that (ppl_hais.ladder.bridge_clears)" if ev.bridged
-                else "the last two rungs and the bias check agree (ppl_hais.ladder.clears)"))
+            both = " and the previous rung" * (len(ev.trajectory) > 1)
+            print(f"  checks {', '.join(ev.cleared)} failed but were cleared, the SE carrying "
+                  "the doubt: " + ("the bridge of both directions is bounded within 0.2 nat or "
+                  "agrees with the previous rung's (ppl_hais.ladder.bridge_clears)" if ev.bridged
+                  else f"it agrees with the bias check{both} (ppl_hais.ladder.clears)"))
         for c, r in enumerate(self.results):
             print(
                 f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "
