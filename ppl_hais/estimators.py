@@ -1,6 +1,7 @@
 """Estimator maths, one place for every entry point: log-mean-exp of importance weights, its
 standard error, the importance effective sample size, the largest weight's share and the
-estimate's fall without the largest weights, and pooling of independent runs.
+estimate's fall without the largest weights, pooling of independent runs, and systematic
+resampling.
 
 ``log_mean_exp`` and ``ess`` are traceable (used inside the compiled scans); the rest take
 host arrays and return floats.
@@ -35,6 +36,7 @@ __all__ = [
     "max_relative_weight",
     "pool",
     "split_rhat",
+    "systematic",
 ]
 
 
@@ -105,6 +107,22 @@ def max_relative_weight(log_weights) -> float:
         return float("nan")
     top = np.max(lw)
     return float(1.0 / np.mean(np.exp(lw - top)))
+
+
+def systematic(log_weights, num: int, offset: float) -> np.ndarray:
+    """Indices of ``num`` draws by systematic resampling in proportion to exp(``log_weights``):
+    the points (``offset`` + i)/``num``, i < ``num``, through the weights' CDF (``offset`` in
+    [0, 1); NaN weights count as 0). Increasing, so copies of a particle sit side by side.
+
+    >>> systematic(np.log([0.1, 0.6, 0.3]), 4, 0.5).tolist()
+    [1, 1, 1, 2]
+    """
+    lw = np.asarray(log_weights, dtype=float).ravel()
+    lw = np.where(np.isnan(lw), -np.inf, lw)
+    w = np.exp(lw - np.max(lw))
+    cdf = np.cumsum(w / w.sum())
+    cdf[-1] = 1.0
+    return np.searchsorted(cdf, (offset + np.arange(int(num))) / int(num), side="left")
 
 
 def excess(log_weights) -> float:

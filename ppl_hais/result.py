@@ -28,7 +28,7 @@ from .diagnostics import (
     log_mean_exp_se,
     pareto_khat,
 )
-from .estimators import excess, max_relative_weight
+from .estimators import excess, max_relative_weight, systematic
 
 __all__ = ["AISResult", "AnnealingTrace", "AnnealingError", "log_mean_exp_se"]
 
@@ -248,10 +248,7 @@ class AISResult:
         """
         rng = np.random.default_rng(_seed_from(rng_key))
         n = self.num_particles if num_draws is None else int(num_draws)
-        cdf = np.cumsum(self.weights)
-        cdf[-1] = 1.0
-        u = (rng.random() + np.arange(n)) / n
-        return np.searchsorted(cdf, u, side="left")
+        return systematic(self.log_weights, n, rng.random())
 
     def summary(self) -> str:
         """Plain-text summary: estimate, error bar, ESS, acceptance, cost."""

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import diagnostics, options
+from ..estimators import systematic
 from ..mcmc import fast_random
 from ..options import of_keywords
 from ..precision import float64
@@ -212,12 +213,8 @@ def ais(
     reverse = None
     if bidirectional or reverse_from is not None:
         if reverse_from is None:
-            lw = np.asarray(out.log_weights, dtype=float)
-            lw = np.where(np.isnan(lw), -np.inf, lw)
-            w = np.exp(lw - np.max(lw))
-            keep = max(num_particles // 4, 2)
-            idx = np.searchsorted(np.cumsum(w / w.sum()), (0.5 + np.arange(keep)) / keep)
-            reverse_from = np.asarray(out.particles)[np.minimum(idx, num_particles - 1)]
+            idx = systematic(np.asarray(out.log_weights), max(num_particles // 4, 2), 0.5)
+            reverse_from = np.asarray(out.particles)[idx]
         start_rev = jnp.asarray(np.atleast_2d(np.asarray(reverse_from, dtype=float)))
         if start_rev.shape[-1] != positions.shape[-1]:
             raise ValueError(

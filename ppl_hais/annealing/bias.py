@@ -205,9 +205,7 @@ def check_bias(
         log_z_se = float(np.sqrt(var))
     key_pick, key_mcmc, key_rev = jax.random.split(rng_key, 3)
     num_chains = max(int(num_draws) // 2, 2)
-    w = np.exp(log_w - np.max(log_w))
-    u = (np.asarray(jax.random.uniform(key_pick)) + np.arange(num_chains)) / num_chains
-    idx = np.minimum(np.searchsorted(np.cumsum(w / w.sum()), u), len(w) - 1)
+    idx = estimators.systematic(log_w, num_chains, float(jax.random.uniform(key_pick)))
     mcmc = mcmc_sample(
         key_mcmc, _final_log_density(target) if log_density is None else log_density,
         particles[idx], num_warmup=int(num_mcmc),
