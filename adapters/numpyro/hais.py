@@ -45,10 +45,10 @@ class HAIS:
     num_particles : int
         Particles per chain (independent annealing runs).
     num_steps : int, optional
-        Number of temperatures N. Default ``None``: the convergence ladder
-        (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many while a trust check
-        fails and ``max_gradients`` allows; every rung is in ``evidence.trajectory`` and
-        :func:`ppl_hais.plots.plot_convergence` draws it. A number: exactly one run of N.
+        Temperatures N. Default ``None``: the convergence ladder (:mod:`ppl_hais.ladder`): 250,
+        then 4× as many while a check fails and ``max_gradients`` allows (the rungs:
+        ``evidence.trajectory``, :func:`~ppl_hais.plots.plot_convergence`). A number: one run
+        of N, its weights' failed checks cleared where its bias check agrees.
     num_chains : int
         Independent runs; their estimates are pooled and shown as ArviZ chains.
     schedule : str or array

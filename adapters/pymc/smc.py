@@ -119,7 +119,8 @@ def sample_hais(
         (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many while a trust check
         fails and ``max_gradients`` allows; the rungs are in sample_stats (``ladder_*``, dim
         ``rung``) and :func:`ppl_hais.plots.plot_convergence` draws them. A number: exactly
-        one run of that many.
+        one run of that many, whose weights' failed checks are cleared where its bias check
+        agrees (:func:`ppl_hais.ladder.clears`).
     chains : int, optional
         Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``);
         default 1 (each chain is already ``draws`` independent annealing runs).
