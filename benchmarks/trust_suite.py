@@ -449,7 +449,9 @@ def write(args, rows):
     )
     lines = [
         "# Issue 29's trust suite: hard-but-ordinary models"
-        + (", BlackJAX's adaptive tempered SMC" if smc else " through both adapters' defaults"),
+        + (", BlackJAX's adaptive tempered SMC" if smc
+           else f" through both adapters at num_steps={args.num_steps}" if args.num_steps
+           else " through both adapters' defaults"),  # fmt: skip
         "",
         f"`python benchmarks/trust_suite.py {shlex.join(sys.argv[1:])}` · {_machine.describe()} · "
         f"{time.strftime('%Y-%m-%d')} · {what}; keys {700 + args.first_seed} and up.",
