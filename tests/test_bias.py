@@ -14,12 +14,14 @@ import pytest
 import ppl_hais as ph
 from ppl_hais import diagnostics, estimators
 from ppl_hais.annealing.bias import (
+    _own_draws,
     bennett,
     check_bias,
     needs_check,
     reverse_anneal,
     suspect_outside,
 )
+from ppl_hais.annealing.pilot import survey
 from ppl_hais.budget import choose_num_steps
 from ppl_hais.estimators import pool
 from ppl_hais.evidence import evidence
@@ -267,3 +269,26 @@ def test_bennett_bridges_both_directions_to_the_exact_evidence(num_steps):
     assert np.isfinite(se) and abs(log_z - exact) < 4 * se
     assert abs(log_z - exact) < abs(fwd.log_z - exact) / 2
     assert all(np.isnan(bennett([0.0], rev.log_weights)))  # one forward weight: no bridge
+
+
+def test_a_local_step_runs_check_bridges_the_funnel_from_two_samplers():
+    """Neal's funnel from N(0, I) with local steps (the ladder's transition after the funnel's
+    signature): the check's MCMC alone leaves its chains in the mouth (docs/bias_check.md), so
+    half its reverse chains start from the run's own transition at β = 1, and the bridge's SE
+    holds the two halves' disagreement. The bridge is within 3 of its SEs of log Z = 0, and its
+    draws reach the neck (v < −3: 16% of the posterior) that the MCMC's leave."""
+    log_density, norm = _funnel()
+    target = ph.AnnealingTarget(lambda z: log_density(z) - norm, ph.Gaussian(np.zeros(10)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ph.EvidenceWarning)
+        res = ph.hais(jax.random.key(0), target, num_particles=512, num_steps=2000,
+                      local_steps=True, bias_check=True, progress_bar=False)  # fmt: skip
+    both = res.settings["bias_check"]
+    assert both["num_draws"] == 256
+    assert abs(both["log_z_bennett"]) < 3 * both["log_z_bennett_se"]
+    kernel = ph.hais_kernel(local_steps=True)
+    pilot = survey(jax.random.key(9), target, kernel, num_steps=2000)
+    own, used = _own_draws(jax.random.key(1), target, kernel, pilot,
+                           np.asarray(res.particles), res.log_weights, 256, 400)  # fmt: skip
+    assert used == 256 * 400 and own.shape == (256, 10)
+    assert 0.1 < np.mean(own[:, 0] < -3.0) < 0.25 and np.mean(own[:, 0] > 3.0) < 0.25
