@@ -201,8 +201,9 @@ def check_bias(
     function whatever the start, so one compiled MCMC serves every start.
 
     With a local-step ``kernel`` (and its ``pilot``) half the reverse chains start from the
-    MCMC's draws and half from :func:`_own_draws`; the gap is all of them, and the bridge's
-    SE gains half the difference between the two halves' bridges.
+    MCMC's draws and half from :func:`_own_draws`; the reverse estimate, its gap and the
+    bridge use all of them, and the bridge's SE gains half the difference between the two
+    halves' bridges.
     """
     betas = np.asarray(results[0].betas, dtype=float)
     particles = np.concatenate([np.asarray(r.particles) for r in results])
@@ -213,7 +214,7 @@ def check_bias(
     key_pick, key_mcmc, key_rev = jax.random.split(rng_key, 3)
     # a forward run with local steps (a funnel's neck) gets half its draws from its own
     # transition at β = 1 (:func:`_own_draws`); their bridge and the MCMC's are compared below
-    own = kernel is not None and kernel.name.endswith("_local") and pilot is not None
+    own = kernel is not None and kernel.name.endswith("_local") and pilot is not None  # hais_kernel
     num_chains = max(int(num_draws) // (4 if own else 2), 2)
     idx = estimators.systematic(log_w, num_chains, float(jax.random.uniform(key_pick)))
     mcmc = mcmc_sample(
@@ -250,11 +251,12 @@ def check_bias(
 def _own_draws(rng_key, target, kernel, pilot, particles, log_w, num, num_transitions):
     """``num`` posterior draws by the forward run's own transition at β = 1 (its step sizes
     and scale frozen from ``pilot``), ``num_transitions`` each from the particles resampled by
-    weight, and the gradients spent. On Neal's funnel from N(0, I) the MCMC's per-chain step
-    sizes leave its chains in the mouth (v > 3: 20–30% of the draws against 16%; the neck,
-    v < −3, 2–6% against 16%) and their bridge leans high (+0.03 mean); a local-step
-    transition reaches the neck (15–18%) but thins the far mouth and its bridge leans low
-    (−0.05): half the reverse chains start from each (docs/bias_check.md)."""
+    weight, and the gradients spent. On Neal's funnel from N(0, I) the MCMC's warmup (per-chain
+    adaptation with a persistent momentum) moves draws into the mouth, exact ones too (v > 3:
+    16–34% of its draws against 16%; the neck, v < −3, 1–6% against 16%), and their bridge
+    leans high (+0.03 mean); a local-step transition keeps the neck (13–21%) but not the far
+    mouth, and its bridge leans low (−0.05): half the reverse chains start from each
+    (docs/bias_check.md, benchmarks/funnel_draws.py)."""
     idx = estimators.systematic(log_w, int(num), float(jax.random.uniform(rng_key)))
     out = run(
         jax.random.fold_in(rng_key, 1), target, kernel, np.ones(int(num_transitions) + 1),
