@@ -1,4 +1,5 @@
-"""Cost of the momentum-refresh normals: jax.random.normal vs ppl_hais.mcmc.fast_random.normal.
+"""Cost of the momentum-refresh normals: jax.random.normal vs ppl_hais.mcmc.fast_random.normal
+(Threefry-2x32-20 words, written out) vs the integer hash it replaced in stop 55.
 
     python benchmarks/rng.py [--out docs/rng.md]
 
@@ -21,10 +22,13 @@ from ppl_hais.mcmc import fast_random as fr
 
 ph.enable_x64()
 P, STEPS = 200, 3000
+KEY = jax.random.key(7)  # the run's key; the step selects the particles' keys, as in a scan
 
 
 def scan_timer(body, carry):
-    f = jax.jit(lambda c, k: jax.lax.scan(body, c, jax.random.split(k, STEPS))[0])
+    """µs per step of ``body(carry, (key, step))`` in a jitted scan (keys split outside)."""
+    steps = jnp.arange(STEPS)
+    f = jax.jit(lambda c, k: jax.lax.scan(body, c, (jax.random.split(k, STEPS), steps))[0])
     jax.block_until_ready(f(carry, jax.random.key(0)))
 
     def timed():
@@ -35,9 +39,33 @@ def scan_timer(body, carry):
     return timed
 
 
+def _lowbias32(x):
+    x = (x ^ (x >> 16)) * jnp.uint32(0x7FEB352D)
+    x = (x ^ (x >> 15)) * jnp.uint32(0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def hash_bits(key, shape, salt=0):
+    """The words fast_random drew until stop 55: a counter hashed with the key's two words by
+    three rounds of the lowbias32 mixer (no standard battery vouched for it)."""
+    k0, k1 = fr._key_words(key)
+    counter = jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape(shape)
+    counter = counter + jnp.uint32((salt * 0x9E3779B9) & 0xFFFFFFFF)
+    return _lowbias32(_lowbias32(_lowbias32(counter) ^ k0) ^ k1)
+
+
+def hash_split(key, num, step):
+    """Stop 54's per-particle keys for a step: the same hash of the index and the step."""
+    k0, k1 = fr._key_words(key)
+    t = _lowbias32(jnp.asarray(step).astype(jnp.uint32) ^ jnp.uint32(0x85EBCA6B))
+    k0, k1 = _lowbias32(k0 ^ t), _lowbias32(k1 + _lowbias32(t ^ jnp.uint32(0xC2B2AE35)))
+    w0 = _lowbias32(jnp.arange(num, dtype=jnp.uint32) ^ k0)
+    return jax.random.wrap_key_data(jnp.stack([w0, _lowbias32(w0 + k1)], axis=-1))
+
+
 def xla_erfinv_normal(key, D):
-    """The previous ppl_hais.mcmc.fast_random.normal: the same bits through XLA's erf_inv."""
-    b = fr.bits(key, (D,))
+    """The fast normals before 2026-11-22: hashed bits through XLA's erf_inv."""
+    b = hash_bits(key, (D,))
     m = ((b >> 8) & jnp.uint32(0x7FFFFF)).astype(jnp.float32)
     x = (m + jnp.float32(0.5)) * jnp.float32(2.0**-23)
     x = jnp.where((b >> 31) == 1, -x, x)
@@ -50,27 +78,36 @@ def timers_for(D):
     vg = jax.vmap(jax.value_and_grad(case.target.log_density))
     return {
         "jax.random.normal, float64 (threefry)": scan_timer(
-            lambda c, k: (c + jax.random.normal(k, (P, D)), None), x
+            lambda c, kn: (c + jax.random.normal(kn[0], (P, D)), None), x
         ),
         "jax.random.normal, float32 (threefry)": scan_timer(
-            lambda c, k: (c + jax.random.normal(k, (P, D), jnp.float32), None), x
+            lambda c, kn: (c + jax.random.normal(kn[0], (P, D), jnp.float32), None), x
         ),
         "per-particle keys, hash + XLA's float32 erf_inv (before 2026-11-22)": scan_timer(
-            lambda c, k: (
-                c + jax.vmap(lambda kk: xla_erfinv_normal(kk, D))(fr.split_particles(k, P)),
+            lambda c, kn: (
+                c + jax.vmap(lambda kk: xla_erfinv_normal(kk, D))(hash_split(KEY, P, kn[1])),
                 None,
             ),
             x,
         ),
-        "fast_random.normal (per-particle keys, hash + Giles' erfinv written out)": scan_timer(
-            lambda c, k: (
-                c + jax.vmap(lambda kk: fr.normal(kk, (D,)))(fr.split_particles(k, P)),
+        "per-particle keys, hash + Giles' erfinv written out (2026-11-22 to stop 54)": scan_timer(
+            lambda c, kn: (
+                c + jax.vmap(lambda kk: fr.normal_from_bits(hash_bits(kk, (D,)), c.dtype))(
+                    hash_split(KEY, P, kn[1])),
+                None,
+            ),
+            x,
+        ),
+        "fast_random.normal (Threefry-2x32-20 keys and words + Giles' erfinv; stop 55)": scan_timer(
+            lambda c, kn: (
+                c + jax.vmap(lambda kk: fr.normal(kk, (D,)))(
+                    fr.split_particles(KEY, P, step=kn[1])),
                 None,
             ),
             x,
         ),
         "vmap(value_and_grad) of the D-dim Laplace POE (for scale)": scan_timer(
-            lambda c, k: (c + 1e-12 * vg(c)[1], None), x
+            lambda c, kn: (c + 1e-12 * vg(c)[1], None), x
         ),
     }
 

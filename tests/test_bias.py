@@ -252,22 +252,27 @@ def test_a_misspelt_keyword_fails_at_once_with_a_suggestion():
 @pytest.mark.parametrize("num_steps", [10, 30])
 def test_bennett_bridges_both_directions_to_the_exact_evidence(num_steps):
     """A 20-D Gaussian 3× wider than the start, so few temperatures that the forward estimate
-    is 0.8-1.9 nat low (SE inf) and the reverse one from exact draws far off too: the bridge
-    of both directions' weights is within 4 of its SEs of the exact log Z, and at least twice
-    as close as the forward estimate."""
+    is mostly 0.6-4 nat low (SE inf; one run in several draws a weight that lands near) and the
+    reverse one from exact draws far off too: over four pairs of runs, the bridge of both
+    directions' weights is within 4 of its SEs of the exact log Z every time, and on average
+    at least twice as close as the forward estimate."""
     dim, s = 20, 3.0
     target = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum((z / s) ** 2),
                                 initial=ph.Gaussian(jnp.zeros(dim)))  # fmt: skip
     exact = dim * math.log(s * math.sqrt(2 * math.pi))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ph.EvidenceWarning)
-        fwd = ph.hais(jax.random.key(0), target, num_particles=256, num_steps=num_steps,
-                      progress_bar=False)  # fmt: skip
-    draws = s * np.asarray(jax.random.normal(jax.random.key(1), (256, dim)))
-    rev = reverse_anneal(jax.random.key(2), target, fwd.betas, draws)
-    log_z, se = bennett(fwd.log_weights, rev.log_weights, log_z_initial=target.log_z_initial)
-    assert np.isfinite(se) and abs(log_z - exact) < 4 * se
-    assert abs(log_z - exact) < abs(fwd.log_z - exact) / 2
+    forward_errors, bridge_errors = [], []
+    for k in range(4):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ph.EvidenceWarning)
+            fwd = ph.hais(jax.random.key(3 * k), target, num_particles=256, num_steps=num_steps,
+                          progress_bar=False)  # fmt: skip
+        draws = s * np.asarray(jax.random.normal(jax.random.key(3 * k + 1), (256, dim)))
+        rev = reverse_anneal(jax.random.key(3 * k + 2), target, fwd.betas, draws)
+        log_z, se = bennett(fwd.log_weights, rev.log_weights, log_z_initial=target.log_z_initial)
+        assert np.isfinite(se) and abs(log_z - exact) < 4 * se
+        forward_errors.append(abs(fwd.log_z - exact))
+        bridge_errors.append(abs(log_z - exact))
+    assert np.mean(bridge_errors) < np.mean(forward_errors) / 2
     assert all(np.isnan(bennett([0.0], rev.log_weights)))  # one forward weight: no bridge
 
 

@@ -70,7 +70,7 @@ def _log_p(beta, va, vb, a, b):
 
 
 def _bernoulli(key, p, salt):
-    """Bernoulli(p) from a counter-hashed 32-bit uniform (resolution 2⁻³², so probabilities
+    """Bernoulli(p) from a counter-based 32-bit uniform (resolution 2⁻³², so probabilities
     down to ~1e-10 are honoured; ``salt`` picks an independent stream of the same key)."""
     u = (fast_random.bits(key, p.shape, salt).astype(p.dtype) + 0.5) * 2.0**-32
     return (u < p).astype(p.dtype)

@@ -4,7 +4,7 @@ sampler share, its parts, and reduced-flip HMC as an MCMC sampler.
 =================  ===========================================================================
 module             one job
 =================  ===========================================================================
-``fast_random``    counter-hash normals and uniforms for the inner loop
+``fast_random``    counter-based (Threefry) normals and uniforms for the inner loop
 ``integrators``    velocity-Verlet leapfrog with cached gradients; reflection off box walls
 ``lookahead``      leap / flip / stay with reduced flips and look-ahead ([SD12] ch. 6)
 ``hmc``            the transition: :func:`~.hmc.move` and :func:`~.hmc.partial_refresh`

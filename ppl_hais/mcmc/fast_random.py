@@ -2,18 +2,23 @@
 
 On CPU the momentum refresh, not the gradient, dominates a cheap annealing step when it uses
 ``jax.random.normal``: threefry bits and a float64 inverse error function cost several times
-one ``vmap(value_and_grad)`` of a 36-D density (see ``docs/rng.md``). These draws instead
-hash a counter with the two 32-bit words of an ordinary JAX key (three rounds of the
-``lowbias32`` integer mixer) and map a sign bit and 23 magnitude bits through a float32 inverse
-error function (Giles' polynomials written out: XLA's own CPU erf_inv is slower, docs/rng.md).
+one ``vmap(value_and_grad)`` of a 36-D density (see ``docs/rng.md``). These draws use the same
+vetted generator, Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as
+easy as 1, 2, 3", SC 2011; JAX's default), as a counter-based generator: the words are
+those of the Threefry blocks of (counter, salt) under the key's two 32-bit words, and a
+particle's key at a step is the block of (particle index, step). The rounds are written out,
+so XLA fuses them into the step's loop instead of running a loop of its own. A sign bit and
+23 magnitude bits map through a float32 inverse error function (Giles' polynomials written
+out: XLA's own CPU erf_inv is slower, docs/rng.md).
 
-Properties (tested in ``tests/test_random.py``): a fixed key gives identical draws; draws for
-different keys or counters are independent to the precision of the moment, KS and correlation
-tests, and the words pass a battery of classical empirical tests (bit frequency, serial pairs
-and triples, neighbours' Hamming distance, GF(2) matrix ranks, birthday spacings) in the
-orders the annealer draws them, as numpy's PCG64 does, while weaker hashes of the same shape
-fail it; every draw is finite; normals are exact to float32 resolution, i.e. the tails are cut at
-|z| ≈ 5.4 (probability 7e-8 per draw).
+Properties (tested in ``tests/test_random.py``): the blocks are bitwise those of
+``jax.extend.random.threefry_2x32`` and Random123's known answers; a fixed key gives identical
+draws; draws for different keys or counters are independent to the precision of the moment,
+KS and correlation tests, and the words pass a battery of classical empirical tests (bit
+frequency, serial pairs and triples, neighbours' Hamming distance, GF(2) matrix ranks,
+birthday spacings) in the orders the annealer draws them, as numpy's PCG64 does, while weaker
+generators of the same shape fail it; every draw is finite; normals are exact to float32
+resolution, i.e. the tails are cut at |z| ≈ 5.4 (probability 7e-8 per draw).
 
 Example
 -------
@@ -29,7 +34,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["check_key", "fold_in", "normal", "uniform", "split_particles"]
+__all__ = ["check_key", "fold_in", "normal", "uniform", "split_particles", "threefry2x32"]
 
 _SQRT2 = 1.4142135623730951
 
@@ -52,13 +57,24 @@ def check_key(rng_key, name: str = "rng_key"):
     )
 
 
-def _mix32(x):
-    # Chris Wellons' lowbias32 integer hash: a bijection on uint32 with strong avalanche.
-    x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = x * jnp.uint32(0x846CA68B)
-    return x ^ (x >> 16)
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32's, by round, Random123's
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """The Threefry-2x32-20 block of the counter words ``(x0, x1)`` under the key words
+    ``(k0, k1)`` (uint32 arrays that broadcast): 20 add-rotate-xor rounds with a key injection
+    every four, bitwise ``jax.extend.random.threefry_2x32``'s; written out so that XLA fuses
+    it into the surrounding elementwise work (JAX's runs as a loop of its own on CPU)."""
+    u32 = jnp.uint32
+    k0, k1, x0, x1 = (jnp.asarray(a).astype(u32) for a in (k0, k1, x0, x1))
+    ks = (k0, k1, k0 ^ k1 ^ u32(0x1BD11BDA))
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = ((x1 << u32(r)) | (x1 >> u32(32 - r))) ^ x0
+        x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + u32(i + 1)
+    return x0, x1
 
 
 def _key_words(key):
@@ -67,16 +83,23 @@ def _key_words(key):
     return data[0], data[-1]
 
 
+_SALTED = 0x80000000  # bits' second counter word: salts above, a key's steps below
+
+
 def bits(key, shape, salt: int = 0):
-    """Uniform uint32 words for ``shape``, a counter hashed with the key's two words."""
+    """Uniform uint32 words for ``shape``: both words of the Threefry blocks of (counter,
+    2³¹ + ``salt``) under the key, counters 0 … ⌈n/2⌉ − 1 for n words (word j the first word of
+    block j, word ⌈n/2⌉ + j its second)."""
     k0, k1 = _key_words(key)
     size = 1
     for s in shape:
         size *= s
-    counter = jnp.arange(size, dtype=jnp.uint32).reshape(shape) + jnp.uint32(
-        (salt * 0x9E3779B9) & 0xFFFFFFFF
-    )
-    return _mix32(_mix32(_mix32(counter) ^ k0) ^ k1)
+    half = (size + 1) // 2
+    j = jnp.arange(size, dtype=jnp.uint32)
+    # every word computes its block (j mod half) and keeps one of its two words: a select,
+    # which XLA fuses, where a concatenation of the two halves was 1.4-2.6x slower
+    first, second = threefry2x32(k0, k1, j % jnp.uint32(half), jnp.uint32(_SALTED + int(salt)))
+    return jnp.where(j < jnp.uint32(half), first, second).reshape(shape)
 
 
 def uniform_from_bits(b, dtype=jnp.float32):
@@ -148,26 +171,22 @@ def normal(key, shape, salt: int = 0, dtype=None):
 
 
 def split_particles(key, num: int, offset=0, step=None):
-    """``num`` per-particle keys for one step: cheap hashing instead of threefry splits.
+    """``num`` per-particle keys for one step: one Threefry block each instead of a split.
 
-    Particle i gets the key of index ``offset + i``, so a population run in several groups
-    (``offset`` = the group's first index) draws the same numbers as one run of all of it.
-    ``step`` (an integer, traced or not) selects an independent set of keys, as
-    ``jax.random.fold_in(key, step)`` would, by hashing instead of threefry rounds (which on
-    CPU run as a loop of their own in every step of a scan).
+    Particle i gets the block of (``offset + i``, ``step``), so a population run in several
+    groups (``offset`` = the group's first index) draws the same numbers as one run of all of
+    it. ``step`` (an integer below 2³¹, traced or not) selects an independent set of keys, as
+    ``jax.random.fold_in(key, step)`` would; ``None`` is a set of its own.
     """
     k0, k1 = _key_words(key)
-    if step is not None:
-        t = _mix32(jnp.asarray(step).astype(jnp.uint32) ^ jnp.uint32(0x85EBCA6B))
-        k0, k1 = _mix32(k0 ^ t), _mix32(k1 + _mix32(t ^ jnp.uint32(0xC2B2AE35)))
     idx = jnp.arange(num, dtype=jnp.uint32) + jnp.asarray(offset).astype(jnp.uint32)
-    w0 = _mix32(idx ^ k0)
-    w1 = _mix32(w0 + k1)
+    step = jnp.uint32(_SALTED - 1) if step is None else jnp.asarray(step).astype(jnp.uint32)
+    w0, w1 = threefry2x32(k0, k1, idx, step)
     return jax.random.wrap_key_data(jnp.stack([w0, w1], axis=-1))
 
 
 def fold_in(key, data):
-    """A key for the integer ``data`` (traced or not) derived from ``key``, as
-    ``jax.random.fold_in`` gives one, by the hashing of :func:`split_particles` instead of
-    threefry rounds (a loop of their own on XLA:CPU, in every step of a compiled loop)."""
+    """A key for the integer ``data`` (traced or not, below 2³¹) derived from ``key``, as
+    ``jax.random.fold_in`` gives one: :func:`split_particles`' block, fused into the
+    surrounding loop (JAX's threefry runs as a loop of its own on XLA:CPU)."""
     return split_particles(key, 1, step=data)[0]
