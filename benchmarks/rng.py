@@ -5,9 +5,12 @@
 
 (P, D) = (200, 36) standard normals per step inside a jitted lax.scan of 3000 steps, warm,
 median of 5 alternating rounds; beside them one vmap(value_and_grad) of the 36-D Laplace POE.
+Then whole ``ph.hais`` runs (512 particles, 2000 temperatures) with ``fast_random``'s words and
+keys as they are and with the hash put back in their place (recompiled, alternating).
 """
 
 import argparse
+import contextlib
 import datetime
 import time
 
@@ -56,11 +59,7 @@ def hash_bits(key, shape, salt=0):
 
 def hash_split(key, num, step):
     """Stop 54's per-particle keys for a step: the same hash of the index and the step."""
-    k0, k1 = fr._key_words(key)
-    t = _lowbias32(jnp.asarray(step).astype(jnp.uint32) ^ jnp.uint32(0x85EBCA6B))
-    k0, k1 = _lowbias32(k0 ^ t), _lowbias32(k1 + _lowbias32(t ^ jnp.uint32(0xC2B2AE35)))
-    w0 = _lowbias32(jnp.arange(num, dtype=jnp.uint32) ^ k0)
-    return jax.random.wrap_key_data(jnp.stack([w0, _lowbias32(w0 + k1)], axis=-1))
+    return _hash_split_at(key, num, 0, step)
 
 
 def xla_erfinv_normal(key, D):
@@ -70,6 +69,51 @@ def xla_erfinv_normal(key, D):
     x = (m + jnp.float32(0.5)) * jnp.float32(2.0**-23)
     x = jnp.where((b >> 31) == 1, -x, x)
     return (jnp.float32(np.sqrt(2)) * jax.scipy.special.erfinv(x)).astype(jnp.float64)
+
+
+@contextlib.contextmanager
+def hashed_words():
+    """Within the block, ``fast_random`` draws the stop-54 hash's words and keys, recompiled."""
+    from ppl_hais.annealing import execution
+
+    saved = fr.bits, fr.split_particles
+    fr.bits, fr.split_particles = hash_bits, _hash_split_at
+    jax.clear_caches(), execution.compiled.cache_clear()
+    try:
+        yield
+    finally:
+        fr.bits, fr.split_particles = saved
+        jax.clear_caches(), execution.compiled.cache_clear()
+
+
+def _hash_split_at(key, num, offset=0, step=None):
+    """Stop 54's split_particles: the hashed keys of particles offset … offset + num − 1."""
+    k0, k1 = fr._key_words(key)
+    if step is not None:
+        t = _lowbias32(jnp.asarray(step).astype(jnp.uint32) ^ jnp.uint32(0x85EBCA6B))
+        k0, k1 = _lowbias32(k0 ^ t), _lowbias32(k1 + _lowbias32(t ^ jnp.uint32(0xC2B2AE35)))
+    idx = jnp.arange(num, dtype=jnp.uint32) + jnp.asarray(offset).astype(jnp.uint32)
+    w0 = _lowbias32(idx ^ k0)
+    return jax.random.wrap_key_data(jnp.stack([w0, _lowbias32(w0 + k1)], axis=-1))
+
+
+def whole_runs(rounds=2, reps=7):
+    """Median seconds of warm ``ph.hais`` calls per model, words as they are vs hashed."""
+    cases = {"36-D Laplace POE": ex.product_of_experts("laplace", 36),
+             "10-D Student-t POE": ex.product_of_experts("student", 10)}  # fmt: skip
+    times = {(name, mode): [] for name in cases for mode in ("hash", "threefry")}
+    for _ in range(rounds):
+        for mode in ("hash", "threefry"):
+            with hashed_words() if mode == "hash" else contextlib.nullcontext():
+                for name, case in cases.items():
+                    run = dict(num_particles=512, num_steps=2000, step_size=0.1,
+                               progress_bar=False)  # fmt: skip
+                    ph.hais(jax.random.key(0), case.target, **run)  # compiles
+                    for r in range(reps):
+                        t = time.perf_counter()
+                        ph.hais(jax.random.key(r + 1), case.target, **run)
+                        times[name, mode].append(time.perf_counter() - t)
+    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 def timers_for(D):
@@ -138,6 +182,15 @@ def main():
     ]
     for k in cols[0]:
         lines.append(f"| {k} | " + " | ".join(f"{c[k]:.1f}" for c in cols) + " |")
+    runs = whole_runs()
+    lines += ["", "Whole `ph.hais` runs, 512 particles × 2000 temperatures, seconds (median of 7 "
+              "warm calls in each of 2 alternating rounds; the hash's words and keys put back into "
+              "`fast_random` and recompiled for its rounds):", "",
+              "| model | hash (stop 54) | Threefry-2x32-20 (stop 55) | ratio |",
+              "|---|---|---|---|"]
+    for name in dict.fromkeys(n for n, _ in runs):
+        a, b = runs[name, "hash"], runs[name, "threefry"]
+        lines.append(f"| {name} | {a:.3f} | {b:.3f} | {b / a:.2f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
