@@ -207,7 +207,9 @@ def evidence(
     past the start, a lag, a tail in the weights, a failed check), so easy models pay nothing;
     ``True`` always, ``False`` never. On the ladder it runs on the rung that would be the last
     (one whose weights pass, or after which the budget allows no other). Not run for models
-    with discrete coordinates or with a reverse run of their own (``bidirectional``).
+    with discrete coordinates or with a reverse run of their own (``bidirectional``). Where
+    the last rung passes every check and its bias check's reverse estimate lies above it, the
+    SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above.
     """
     _check_keywords(hais_kwargs)  # a typo fails here, before any compilation
     if hais_kwargs.get("local_steps", False) is None:  # as not given: the ladder may switch
@@ -327,6 +329,8 @@ def evidence(
         var = _ladder.bridge_se(trajectory) ** 2
         if _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
             trajectory[-1], checks = last._replace(checks=(), cleared=last.checks), ()
+    elif not last.checks and not last.cleared and last.bias_gap > 0:  # passed, reverse above:
+        var = var + last.bias_gap**2  # log Z may lie up to the gap above (bracketed)
     if ladder:
         checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
     out = Evidence(
@@ -347,13 +351,9 @@ def _largest(values) -> float:
 
 def _check_names(checks) -> tuple[str, ...]:
     """The checks' names ("pareto_k", "lag", ...), once each, chain labels dropped."""
-    names = []
-    for c in checks:
-        parts = c.split(": ")
-        name = parts[1] if parts[0].startswith("chain ") and len(parts) > 1 else parts[0]
-        if name not in names:
-            names.append(name)
-    return tuple(names)
+    parts = [c.split(": ") for c in checks]
+    names = [p[1] if p[0].startswith("chain ") and len(p) > 1 else p[0] for p in parts]
+    return tuple(dict.fromkeys(names))
 
 
 def _chains(key, target, kernel, pilot, options, num_chains, num_particles, num_steps,
