@@ -74,6 +74,23 @@ def test_an_easy_model_takes_one_rung_and_counts_every_gradient():
     assert 0 < a.gradients - b.gradients < 20_000 and b.log_z == a.log_z
 
 
+def test_a_passing_rungs_se_holds_its_bias_checks_gap_above_it():
+    """A last rung that passes every check keeps its forward estimate; where its bias check's
+    reverse estimate lies above it (key 0: +0.003), log Z may lie up to that gap higher (the
+    two anneals bracket it), so the call's SE is the rung's and the gap combined; a reverse
+    estimate below it (key 2: −0.004) is noise and leaves the SE alone."""
+    f, exact = _gaussian()
+    for key, above in ((0, True), (2, False)):
+        ev = evidence(jax.random.key(key), _TargetModel(f, 3), num_particles=256,
+                      bias_check=True, progress_bar=False)  # fmt: skip
+        last = ev.trajectory[-1]
+        assert not ev.checks and not ev.cleared and not ev.bridged and (last.bias_gap > 0) == above
+        assert ev.log_z == last.log_z and ev.bias_gap == last.bias_gap
+        want = np.hypot(last.log_z_se, last.bias_gap) if above else last.log_z_se
+        assert ev.log_z_se == pytest.approx(want, rel=1e-12)
+        assert abs(ev.log_z - exact) < 3 * ev.log_z_se + 0.01
+
+
 def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_ends():
     """Neal's funnel from N(0, I), the transition fixed (``local_steps=False``): every rung's
     lag check fails (the neck is not reached), so the ladder runs 250, 1000, ... until
