@@ -57,11 +57,6 @@ def hash_bits(key, shape, salt=0):
     return _lowbias32(_lowbias32(_lowbias32(counter) ^ k0) ^ k1)
 
 
-def hash_split(key, num, step):
-    """Stop 54's per-particle keys for a step: the same hash of the index and the step."""
-    return _hash_split_at(key, num, 0, step)
-
-
 def xla_erfinv_normal(key, D):
     """The fast normals before 2026-11-22: hashed bits through XLA's erf_inv."""
     b = hash_bits(key, (D,))
@@ -129,7 +124,8 @@ def timers_for(D):
         ),
         "per-particle keys, hash + XLA's float32 erf_inv (before 2026-11-22)": scan_timer(
             lambda c, kn: (
-                c + jax.vmap(lambda kk: xla_erfinv_normal(kk, D))(hash_split(KEY, P, kn[1])),
+                c + jax.vmap(lambda kk: xla_erfinv_normal(kk, D))(
+                    _hash_split_at(KEY, P, step=kn[1])),
                 None,
             ),
             x,
@@ -137,7 +133,7 @@ def timers_for(D):
         "per-particle keys, hash + Giles' erfinv written out (2026-11-22 to stop 54)": scan_timer(
             lambda c, kn: (
                 c + jax.vmap(lambda kk: fr.normal_from_bits(hash_bits(kk, (D,)), c.dtype))(
-                    hash_split(KEY, P, kn[1])),
+                    _hash_split_at(KEY, P, step=kn[1])),
                 None,
             ),
             x,
