@@ -42,7 +42,6 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import jax
 import numpy as np
 
 from . import diagnostics, options, progress
@@ -54,7 +53,7 @@ from .annealing.kernels import HAISOptions
 from .budget import SE_SLACK, Spent, StepsPlan, choose_num_steps, main_gradients, next_fits
 from .density import ModelDensity
 from .estimators import disagreement
-from .mcmc.fast_random import check_key
+from .mcmc.fast_random import check_key, host_fold_in, host_split
 from .precision import float64
 from .result import AISResult
 from .starts import (
@@ -153,7 +152,7 @@ class Evidence:
 
     def resample(self, rng_key) -> np.ndarray:
         """(chains, particles) indices drawn by weight, from the user's key."""
-        keys = jax.random.split(rng_key, len(self.results))
+        keys = host_split(rng_key, len(self.results))
         return np.stack([r.resample(k) for r, k in zip(self.results, keys, strict=True)])
 
 
@@ -239,13 +238,13 @@ def evidence(
             "gradients"
         )
     start = time.perf_counter()
-    key_pilot, key_chains = jax.random.split(rng_key)
+    key_pilot, key_chains = host_split(rng_key)
     with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
         name, target, pilot, choice, spent = _choose_initial(key_pilot, model, initial,
             num_steps=surveyed, kernel_options=kernel_options, pilot_options=pilot_options)
     budget = None
     if target_se is not None:
-        key_probe, key_chains = jax.random.split(key_chains)
+        key_probe, key_chains = host_split(key_chains)
         budget = choose_num_steps(
             key_probe, target, pilot, target_se, num_particles=num_particles,
             num_chains=num_chains, max_num_steps=max_num_steps,
@@ -259,7 +258,7 @@ def evidence(
     switchable = ladder and checking and "local_steps" not in hais_kwargs and (  # may switch
         kernel_options.lookahead, kernel_options.flips) == (1, "standard")
     while True:
-        key = key_chains if not trajectory else jax.random.fold_in(key_chains, len(trajectory))
+        key = key_chains if not trajectory else host_fold_in(key_chains, len(trajectory))
         results = _chains(key, target, kernel, pilot, (pilot_options, run_options), num_chains,
                           num_particles, steps, progress_bar)  # fmt: skip
         spent += main_gradients(results)
@@ -285,7 +284,7 @@ def evidence(
         ):  # fmt: skip
             if bias_check is True or needs_check(results):
                 bias = check_bias(
-                    jax.random.fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
+                    host_fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
                     pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
                     kernel=kernel_options.kernel(),  # the main run's (no discrete moves)
                     step_size=pilot_options.step_size, progress_bar=progress_bar,
@@ -317,7 +316,7 @@ def evidence(
         if _ladder.settled(rung) or not next_fits(spent, last_check, **fits):
             break
         if switchable and _ladder.needs_local_steps(trajectory):  # a funnel's neck
-            kernel_options, kernel, pilot, used = with_local_steps(jax.random.fold_in(
+            kernel_options, kernel, pilot, used = with_local_steps(host_fold_in(
                 key_pilot, 51), model, target, kernel_options, pilot_options, surveyed)
             spent, switchable = spent + used, False
             if not next_fits(spent, last_check, **fits):
@@ -365,7 +364,7 @@ def _chains(key, target, kernel, pilot, options, num_chains, num_particles, num_
         run = dict(num_particles=num_particles, num_steps=num_steps, pilot=pilot, progress_bar=
                    progress_bar, **pilot_options._asdict(), **run_options._asdict())  # fmt: skip
         if run_options.bidirectional or run_options.reverse_from is not None:
-            return [ais(k, target, kernel, **run) for k in jax.random.split(key, num_chains)]
+            return [ais(k, target, kernel, **run) for k in host_split(key, num_chains)]
         # the chains as one population: one dispatch, particle groups shared
         out = ais(key, target, kernel, num_chains=num_chains, **run)
         return out if num_chains > 1 else [out]

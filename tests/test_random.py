@@ -30,6 +30,36 @@ def test_the_generator_is_threefry_2x32_20():
         assert np.array_equal(np.concatenate([a, b]), np.asarray(ref))
 
 
+def test_host_keys_are_jaxs_own_and_compile_nothing(caplog):
+    """host_split / host_fold_in / host_key give bitwise the keys jax.random.split, fold_in
+    and key give (typed and legacy keys), computed in NumPy: no XLA program compiled, which is
+    what they are for (each of JAX's compiled its own program per shape on a first call)."""
+    import logging
+
+    keys = [jax.random.key(s) for s in (0, 9, 2**31 - 1)]
+    legacy = jax.random.PRNGKey(3)
+    data = lambda k: np.asarray(jax.random.key_data(k))  # noqa: E731
+    with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles(True):
+        got = [(fr.host_split(k, 5), fr.host_split(k), fr.host_fold_in(k, 29),
+                fr.host_fold_in(k, 2**32 - 1), fr.host_key(s))
+               for k, s in zip(keys, (0, 9, 2**31 - 1), strict=True)]  # fmt: skip
+        legacy_split = fr.host_split(legacy, 3)
+        jax.random.split(keys[0], 7919)  # JAX's own, the check's control: compiles its program
+    compiled = [r.getMessage() for r in caplog.records if "XLA compilation" in r.getMessage()]
+    assert len(compiled) == 1 and "split" in compiled[0], compiled
+    for k, s, (five, two, f29, fmax, key) in zip(keys, (0, 9, 2**31 - 1), got, strict=True):
+        assert np.array_equal(np.stack([data(x) for x in five]), data(jax.random.split(k, 5)))
+        assert np.array_equal(np.stack([data(x) for x in two]), data(jax.random.split(k)))
+        assert np.array_equal(data(f29), data(jax.random.fold_in(k, 29)))
+        assert np.array_equal(data(fmax), data(jax.random.fold_in(k, 2**32 - 1)))
+        assert np.array_equal(data(key), data(jax.random.key(s)))
+    for a, b in zip(legacy_split, jax.random.split(legacy, 3), strict=True):
+        assert np.array_equal(a, b)
+    other = jax.random.key(1, impl="rbg")  # not Threefry: JAX's own split
+    assert np.array_equal(np.stack([data(x) for x in fr.host_split(other, 2)]),
+                          data(jax.random.split(other, 2)))  # fmt: skip
+
+
 def test_same_key_same_draws(key):
     a = fr.normal(key, (100, 7))
     b = fr.normal(key, (100, 7))

@@ -26,7 +26,7 @@ from scipy.special import logsumexp
 from ppl_hais import options
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
-from ppl_hais.mcmc.fast_random import check_key
+from ppl_hais.mcmc.fast_random import check_key, host_fold_in, host_split
 from ppl_hais.precision import float64
 
 from .target import NumPyroTarget, constrain_batch, guide_initial, refuse_foreign_model
@@ -194,7 +194,7 @@ class HAIS:
         refuse_foreign_model(self.model)
         rng_key = check_key(rng_key)
         with jax.enable_x64(True):
-            key_trace, key_run, self._key_draws = jax.random.split(rng_key, 3)
+            key_trace, key_run, self._key_draws = host_split(rng_key, 3)
             nt = NumPyroTarget(self.model, args, kwargs, key_trace)
             initial = self.initial
             if isinstance(initial, tuple) and len(initial) == 2:
@@ -271,7 +271,7 @@ class HAIS:
             self._require()
             idx = self.evidence.resample(self._key_draws)
             zs = np.stack([r.particles[i] for r, i in zip(self.results, idx, strict=True)])
-            self._samples = self._constrained(zs, jax.random.fold_in(self._key_draws, 1))
+            self._samples = self._constrained(zs, host_fold_in(self._key_draws, 1))
         return self._samples
 
     @staticmethod

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 
-import jax
 import numpy as np
 import pymc as pm
 
@@ -33,6 +32,7 @@ from ppl_hais._names import did_you_mean
 from ppl_hais.annealing.execution import using_cores
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
+from ppl_hais.mcmc.fast_random import host_key, host_split
 from ppl_hais.precision import float64
 
 from .target import cached_target
@@ -211,7 +211,7 @@ def sample_hais(
     model = pm.modelcontext(model)
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
     target = cached_target(model)
-    key_run, key_draws = jax.random.split(jax.random.key(int(seed)))
+    key_run, key_draws = host_split(host_key(int(seed)))
     with using_cores(cores):
         ev = evidence(
             key_run,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -176,7 +175,7 @@ def ais(
     rng_key = fast_random.check_key(rng_key)
     _check_initial(target, rng_key)
     start = time.perf_counter()
-    key_pilot, key_main, key_sample, key_reverse = jax.random.split(rng_key, 4)
+    key_pilot, key_main, key_sample, key_reverse = fast_random.host_split(rng_key, 4)
     auto = isinstance(step_size, str)
     if auto and step_size != "auto":
         raise ValueError("step_size must be a positive number or 'auto'")
@@ -277,7 +276,7 @@ def ais(
         results.append(result)
     if bias_check and reverse is None and not kernel.name.endswith("+discrete"):
         if bias_check is True or needs_check(results):
-            check = check_bias(jax.random.fold_in(rng_key, 29), target, results, pilot,
+            check = check_bias(fast_random.host_fold_in(rng_key, 29), target, results, pilot,
                                kernel=kernel, step_size=step_size)  # fmt: skip
             results = [with_bias(r, check) for r in results]
     for c, result in enumerate(results):
@@ -384,7 +383,7 @@ def _check_initial(target, rng_key):
     box = target.box
     if box is None:
         return
-    z = np.asarray(target.initial.sample(jax.random.fold_in(rng_key, 17), (64,)))
+    z = np.asarray(target.initial.sample(fast_random.host_fold_in(rng_key, 17), (64,)))
     if np.any(z < box[0]) or np.any(z > box[1]):
         raise ValueError(
             "the initial distribution puts samples outside the target's bounds; use an initial "

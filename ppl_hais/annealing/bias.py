@@ -57,6 +57,7 @@ import numpy as np
 from .. import diagnostics, estimators
 from ..bridge.sampling import _iterate, _relative_se
 from ..estimators import log_mean_exp_se
+from ..mcmc.fast_random import host_fold_in, host_split
 from ..mcmc.sampler import sample as mcmc_sample
 from ..precision import float64
 from ..result import AISResult
@@ -211,7 +212,7 @@ def check_bias(
     if log_z is None:
         log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
         log_z_se = float(np.sqrt(var))
-    key_pick, key_mcmc, key_rev = jax.random.split(rng_key, 3)
+    key_pick, key_mcmc, key_rev = host_split(rng_key, 3)
     # a forward run with local steps (a funnel's neck) gets half its draws from its own
     # transition at β = 1 (:func:`_own_draws`); their bridge and the MCMC's are compared below
     own = kernel is not None and kernel.name.endswith("_local") and pilot is not None  # hais_kernel
@@ -226,7 +227,7 @@ def check_bias(
     starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])
     gradients = int(np.sum(mcmc.warmup_gradients) + np.sum(mcmc.stats["num_gradients"]))
     if own:
-        more, used = _own_draws(jax.random.fold_in(key_mcmc, 1), target, kernel, pilot,
+        more, used = _own_draws(host_fold_in(key_mcmc, 1), target, kernel, pilot,
                                 particles, log_w, len(starts), 2 * int(num_mcmc))  # fmt: skip
         starts, gradients = np.concatenate([starts, more]), gradients + used
     rev = reverse_anneal(
@@ -259,7 +260,7 @@ def _own_draws(rng_key, target, kernel, pilot, particles, log_w, num, num_transi
     (docs/bias_check.md, benchmarks/funnel_draws.py)."""
     idx = estimators.systematic(log_w, int(num), float(jax.random.uniform(rng_key)))
     out = run(
-        jax.random.fold_in(rng_key, 1), target, kernel, np.ones(int(num_transitions) + 1),
+        host_fold_in(rng_key, 1), target, kernel, np.ones(int(num_transitions) + 1),
         pilot.betas, pilot.log_step, jax.numpy.asarray(particles[idx]), num_bins=10,
         scale_ref=pilot.scale,
     )  # fmt: skip

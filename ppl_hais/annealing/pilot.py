@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
 from .. import diagnostics
@@ -171,7 +170,7 @@ def survey(
     )
     rng_key = fast_random.check_key(rng_key)
     if positions is None:
-        key_sample, rng_key = jax.random.split(rng_key)
+        key_sample, rng_key = fast_random.host_split(rng_key)
         positions = initial_sampler(target, int(options.num_pilot_particles))(key_sample)
     if auto and target_accept is None:
         target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3

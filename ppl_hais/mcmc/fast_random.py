@@ -33,8 +33,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["check_key", "fold_in", "normal", "uniform", "split_particles", "threefry2x32"]
+__all__ = [
+    "check_key", "fold_in", "normal", "uniform", "split_particles", "threefry2x32", "host_key",
+    "host_split", "host_fold_in",
+]  # fmt: skip
 
 _SQRT2 = 1.4142135623730951
 
@@ -64,9 +68,11 @@ def threefry2x32(k0, k1, x0, x1):
     """The Threefry-2x32-20 block of the counter words ``(x0, x1)`` under the key words
     ``(k0, k1)`` (uint32 arrays that broadcast): 20 add-rotate-xor rounds with a key injection
     every four, bitwise ``jax.extend.random.threefry_2x32``'s; written out so that XLA fuses
-    it into the surrounding elementwise work (JAX's runs as a loop of its own on CPU)."""
-    u32 = jnp.uint32
-    k0, k1, x0, x1 = (jnp.asarray(a).astype(u32) for a in (k0, k1, x0, x1))
+    it into the surrounding elementwise work (JAX's runs as a loop of its own on CPU). With
+    Python ints and NumPy arrays only, it runs in NumPy (uint32 arithmetic wraps there too)."""
+    xp = np if all(isinstance(a, int | np.ndarray | np.generic) for a in (k0, k1, x0, x1)) else jnp
+    u32 = xp.uint32
+    k0, k1, x0, x1 = (xp.asarray(a).astype(u32) for a in (k0, k1, x0, x1))
     ks = (k0, k1, k0 ^ k1 ^ u32(0x1BD11BDA))
     x0, x1 = x0 + ks[0], x1 + ks[1]
     for i in range(5):
@@ -191,3 +197,58 @@ def fold_in(key, data):
     ``jax.random.fold_in`` gives one: :func:`split_particles`' block, fused into the
     surrounding loop (JAX's threefry runs as a loop of its own on XLA:CPU)."""
     return split_particles(key, 1, step=data)[0]
+
+
+# -- keys derived on the host ------------------------------------------------------------------
+# jax.random.split and fold_in called outside jit compile a program per shape the first time a
+# process calls them (0.05-0.15 s each on 2 cores: a third of a small model's first call besides
+# its anneal). Under JAX's partitionable Threefry (its default) split(key, n)[i] and
+# fold_in(key, i) are the Threefry block of (0, i) under the key's words, so NumPy computes
+# them bitwise, and wrapping words as a key compiles nothing.
+
+
+def _host_words(key):
+    """The key's two words as NumPy, or None where the host derivation is not JAX's (a key of
+    another implementation, JAX's non-partitionable Threefry, or a traced key)."""
+    if isinstance(key, jax.core.Tracer) or not jax.config.jax_threefry_partitionable:
+        return None
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if str(jax.random.key_impl(key)) != "threefry2x32" or key.shape != ():
+            return None
+        return np.asarray(jax.random.key_data(key), np.uint32)
+    return np.asarray(key, np.uint32) if np.shape(key) == (2,) else None
+
+
+def _host_blocks(key, counters):
+    k0, k1 = _host_words(key)
+    with np.errstate(over="ignore"):
+        w0, w1 = threefry2x32(k0, k1, np.zeros_like(counters), counters)
+    words = np.stack([w0, w1], axis=-1)
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return [jax.random.wrap_key_data(w, impl=jax.random.key_impl(key)) for w in words]
+    return [jax.device_put(w) for w in words]
+
+
+def host_split(key, num: int = 2) -> list:
+    """``list(jax.random.split(key, num))``, bitwise, computed in NumPy: no program compiled.
+    Falls back to ``jax.random.split`` where the derivation is not JAX's Threefry's."""
+    if _host_words(key) is None:
+        return list(jax.random.split(key, num))
+    return _host_blocks(key, np.arange(int(num), dtype=np.uint32))
+
+
+def host_fold_in(key, data: int):
+    """``jax.random.fold_in(key, data)`` for a Python int ``0 <= data < 2**32``, bitwise,
+    computed in NumPy (as :func:`host_split`)."""
+    if _host_words(key) is None or not 0 <= int(data) < 2**32:
+        return jax.random.fold_in(key, data)
+    return _host_blocks(key, np.array([int(data)], np.uint32))[0]
+
+
+def host_key(seed: int):
+    """``jax.random.key(seed)`` for a Python int ``0 <= seed < 2**32`` under JAX's default
+    Threefry, bitwise (its words are (0, seed)), without compiling JAX's seeding program."""
+    seed = int(seed)
+    if jax.config.jax_default_prng_impl != "threefry2x32" or not 0 <= seed < 2**32:
+        return jax.random.key(seed)
+    return jax.random.wrap_key_data(np.array([0, seed], np.uint32), impl="threefry2x32")
