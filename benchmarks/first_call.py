@@ -3,6 +3,7 @@ compilation cache, and whether a new budget compiles anything (issue 33).
 
     python benchmarks/first_call.py [--out docs/first_call.md] [--models regression banana ...]
     python benchmarks/first_call.py --before ../old-checkout [--out docs/first_call_before.md]
+    python benchmarks/first_call.py --before ../old-checkout --cache off [--out ...]
 
 Each cell is a fresh Python process (imports excluded from the times) that builds one model and
 calls, in order: the default call (the first call: tracing, compiling, running), the same call
@@ -150,6 +151,9 @@ def main():
     p.add_argument("--before", default=None,
                    help="a checkout of an earlier commit: compare its warm-cache first calls "
                         "with this one's, alternating, instead of the full table")  # fmt: skip
+    p.add_argument("--cache", choices=["warm", "off"], default="warm",
+                   help="with --before: the first call on a warm persistent cache (a second "
+                        "process) or without the cache (every process compiles)")  # fmt: skip
     args = p.parse_args()
     if args.before:
         return compare(args)
@@ -226,13 +230,20 @@ def compare(args):
     lines = [
         "# First calls before and after: the same machine, alternating",
         "",
-        f"Command: `python benchmarks/first_call.py --before CHECKOUT` (before: {commits[0]}, "
+        f"Command: `python benchmarks/first_call.py --before CHECKOUT --cache {args.cache}` "
+        f"(before: {commits[0]}, "
         f"after: {commits[1]} and the working tree)  ",
         f"Machine: {_machine.describe()}; {datetime.date.today()}.",
         "",
-        "The first call in a second process on a warm persistent cache (the one a user meets "
-        "every time after the first), seconds; its trace / lower / compile-or-read split from "
-        "JAX's log; the warm call after it.",
+        (
+            "The first call in a second process on a warm persistent cache (the one a user "
+            "meets every time after the first)"
+            if args.cache == "warm"
+            else "The first call in a fresh process without the persistent cache (what the "
+            "first process on a machine pays, or every process with the cache switched off)"
+        )
+        + ", seconds; its trace / lower / compile-or-read split from JAX's log; the warm call "
+        "after it.",
         "",
         "| model | adapter | version | first call | trace / lower / compile or read "
         "| warm call | pm.sample_smc first |",
@@ -247,7 +258,10 @@ def compare(args):
                     with tempfile.TemporaryDirectory() as cache:
                         env = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache,
                                "PYTHONPATH": root}  # fmt: skip
-                        child(adapter, model, env, cwd=neutral)  # fills the cache
+                        if args.cache == "off":
+                            env["PPL_HAIS_COMPILATION_CACHE"] = "0"
+                        else:
+                            child(adapter, model, env, cwd=neutral)  # fills the cache
                         t = child(adapter, model, env, cwd=neutral)
                     firsts[model, adapter, label] = t["first"]
                     lines.append(
