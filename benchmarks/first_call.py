@@ -230,8 +230,8 @@ def compare(args):
     lines = [
         "# First calls before and after: the same machine, alternating",
         "",
-        f"Command: `python benchmarks/first_call.py --before CHECKOUT --cache {args.cache}` "
-        f"(before: {commits[0]}, "
+        f"Command: `python benchmarks/first_call.py --before CHECKOUT --cache {args.cache} "
+        f"--models {' '.join(args.models)}` (before: {commits[0]}, "
         f"after: {commits[1]} and the working tree)  ",
         f"Machine: {_machine.describe()}; {datetime.date.today()}.",
         "",
