@@ -26,7 +26,7 @@ from scipy.special import logsumexp
 from ppl_hais import options
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
-from ppl_hais.mcmc.fast_random import check_key, host_fold_in, host_split
+from ppl_hais.mcmc.fast_random import check_key, host_fold_in, host_key, host_split
 from ppl_hais.precision import float64
 
 from .target import NumPyroTarget, constrain_batch, guide_initial, refuse_foreign_model
@@ -260,7 +260,7 @@ class HAIS:
     def _constrained(self, zs, rng_key):
         """Constrained values (deterministic sites included) of flat particles (C, n, D)."""
         flat = jnp.asarray(zs.reshape(-1, zs.shape[-1]))
-        keys = jax.random.split(rng_key, flat.shape[0])
+        keys = host_split(rng_key, flat.shape[0], as_array=True)
         values = constrain_batch(self._nt, flat, keys)
         return jax.tree.map(lambda v: np.asarray(v).reshape(zs.shape[:2] + np.shape(v)[1:]),
                             values)  # fmt: skip
@@ -292,8 +292,8 @@ class HAIS:
             return self._flat(self._draws(), group_by_chain)
         self._require()
         rng_key = self._key_draws if rng_key is None else check_key(rng_key)
-        key_idx, key_values = jax.random.split(rng_key)
-        keys = jax.random.split(key_idx, len(self.results))
+        key_idx, key_values = host_split(rng_key)
+        keys = host_split(key_idx, len(self.results))
         zs = np.stack([r.particles[r.resample(k, num_samples)]
                        for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
         return self._flat(self._constrained(zs, key_values), group_by_chain)
@@ -308,7 +308,7 @@ class HAIS:
         zs = np.stack([r.particles for r in self.results])
         lw = np.stack([r.log_weights - logsumexp(r.log_weights) for r in self.results])
         lw = lw - np.log(len(self.results))
-        samples = self._constrained(zs, jax.random.fold_in(self._key_draws, 2))
+        samples = self._constrained(zs, host_fold_in(self._key_draws, 2))
         if group_by_chain:
             return dict(samples), lw
         return self._flat(samples, False), lw.reshape(-1)
@@ -374,7 +374,7 @@ class HAIS:
                 handlers.substitute(
                     self._nt.model, data={k: v[0, 0] for k, v in posterior.items()}
                 ),
-                jax.random.key(0),
+                host_key(0),
             )
         ).get_trace(*self._nt.args, **self._nt.kwargs)
         for name in self._nt.observed:

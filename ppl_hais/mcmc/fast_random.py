@@ -201,8 +201,8 @@ def fold_in(key, data):
 
 # -- keys derived on the host ------------------------------------------------------------------
 # jax.random.split and fold_in called outside jit compile a program per shape the first time a
-# process calls them (0.05-0.15 s each on 2 cores: a third of a small model's first call besides
-# its anneal). Under JAX's partitionable Threefry (its default) split(key, n)[i] and
+# process calls them (0.05-0.15 s each on 2 cores; docs/first_call_before.md). Under JAX's
+# partitionable Threefry (its default) split(key, n)[i] and
 # fold_in(key, i) are the Threefry block of (0, i) under the key's words, so NumPy computes
 # them bitwise, and wrapping words as a key compiles nothing.
 
@@ -219,22 +219,26 @@ def _host_words(key):
     return np.asarray(key, np.uint32) if np.shape(key) == (2,) else None
 
 
-def _host_blocks(key, counters):
+def _host_blocks(key, counters, as_array=False):
     k0, k1 = _host_words(key)
     with np.errstate(over="ignore"):
         w0, w1 = threefry2x32(k0, k1, np.zeros_like(counters), counters)
     words = np.stack([w0, w1], axis=-1)
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return [jax.random.wrap_key_data(w, impl=jax.random.key_impl(key)) for w in words]
-    return [jax.device_put(w) for w in words]
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    wrap = (lambda w: jax.random.wrap_key_data(w, impl=jax.random.key_impl(key))) if typed \
+        else jax.device_put  # fmt: skip
+    # one key at a time: indexing a key array outside jit compiles a slice per shape
+    return wrap(words) if as_array else [wrap(w) for w in words]
 
 
-def host_split(key, num: int = 2) -> list:
-    """``list(jax.random.split(key, num))``, bitwise, computed in NumPy: no program compiled.
-    Falls back to ``jax.random.split`` where the derivation is not JAX's Threefry's."""
+def host_split(key, num: int = 2, *, as_array: bool = False):
+    """``list(jax.random.split(key, num))`` (``as_array``: the array itself), bitwise,
+    computed in NumPy: no program compiled. Falls back to ``jax.random.split`` where the
+    derivation is not JAX's Threefry's."""
     if _host_words(key) is None:
-        return list(jax.random.split(key, num))
-    return _host_blocks(key, np.arange(int(num), dtype=np.uint32))
+        keys = jax.random.split(key, num)
+        return keys if as_array else list(keys)
+    return _host_blocks(key, np.arange(int(num), dtype=np.uint32), as_array)
 
 
 def host_fold_in(key, data: int):
