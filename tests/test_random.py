@@ -31,9 +31,10 @@ def test_the_generator_is_threefry_2x32_20():
 
 
 def test_host_keys_are_jaxs_own_and_compile_nothing(caplog):
-    """host_split / host_fold_in / host_key give bitwise the keys jax.random.split, fold_in
-    and key give (typed and legacy keys), computed in NumPy: no XLA program compiled, which is
-    what they are for (each of JAX's compiled its own program per shape on a first call)."""
+    """host_split (a list, or an array) / host_fold_in / host_key give bitwise the keys
+    jax.random.split, fold_in and key give (typed and legacy keys), computed in NumPy: no XLA
+    program compiled, which is what they are for (each of JAX's compiled its own program per
+    shape on a first call)."""
     import logging
 
     keys = [jax.random.key(s) for s in (0, 9, 2**31 - 1)]
@@ -44,6 +45,7 @@ def test_host_keys_are_jaxs_own_and_compile_nothing(caplog):
                 fr.host_fold_in(k, 2**32 - 1), fr.host_key(s))
                for k, s in zip(keys, (0, 9, 2**31 - 1), strict=True)]  # fmt: skip
         legacy_split = fr.host_split(legacy, 3)
+        as_array = fr.host_split(keys[1], 6, as_array=True)
         jax.random.split(keys[0], 7919)  # JAX's own, the check's control: compiles its program
     compiled = [r.getMessage() for r in caplog.records if "XLA compilation" in r.getMessage()]
     assert len(compiled) == 1 and "split" in compiled[0], compiled
@@ -53,6 +55,7 @@ def test_host_keys_are_jaxs_own_and_compile_nothing(caplog):
         assert np.array_equal(data(f29), data(jax.random.fold_in(k, 29)))
         assert np.array_equal(data(fmax), data(jax.random.fold_in(k, 2**32 - 1)))
         assert np.array_equal(data(key), data(jax.random.key(s)))
+    assert np.array_equal(data(as_array), data(jax.random.split(keys[1], 6)))
     for a, b in zip(legacy_split, jax.random.split(legacy, 3), strict=True):
         assert np.array_equal(a, b)
     other = jax.random.key(1, impl="rbg")  # not Threefry: JAX's own split
