@@ -52,11 +52,11 @@ def _first_trace(model, args, kwargs, key):
     flattened, and the unflattening), for the sites' names, kinds and shapes.
 
     Traced abstractly first (``jax.eval_shape``: the values are shapes, and nothing compiles);
-    run eagerly, as NumPyro's own MCMC initialization runs it, where that fails (a model that
-    needs concrete values, e.g. Python control flow on a sampled value, or data computed in
-    the model that a check reads). Run eagerly, every operation of the model compiles a
-    program on first use: 0.3-0.55 s of a small model's first call on 2 cores (stop 56)."""
-    seeded = handlers.seed(with_missing_data(model), key)
+    run eagerly, as NumPyro's own MCMC initialization runs it, where that fails: where a site
+    check reads a value the model computes (masked observations, whose mask the adapter
+    applies in the model) or a prior cannot be sampled (an improper one). Run eagerly, every
+    operation of the model compiles a program on first use: 0.3-0.55 s of a small model's
+    first call on 2 cores (stop 56)."""
     box = {}
 
     def abstract(key):
@@ -72,8 +72,9 @@ def _first_trace(model, args, kwargs, key):
     try:
         unconstrained, flat = jax.eval_shape(abstract, key)
         return box["trace"], box["sites"], unconstrained, flat, box["unravel"]
-    except Exception:  # noqa: BLE001 - the eager run below raises what is the model's error
+    except Exception:  # the eager run below raises what is the model's own error, if any
         pass
+    seeded = handlers.seed(with_missing_data(model), key)
     try:
         tr = handlers.trace(seeded).get_trace(*args, **kwargs)
     except NotImplementedError:
