@@ -7,6 +7,7 @@ Each test's false-failure rate is set by its threshold: p-value cut 1e-4 per tes
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from scipy import stats
 
 from ppl_hais.mcmc import fast_random as fr
@@ -61,6 +62,23 @@ def test_host_keys_are_jaxs_own_and_compile_nothing(caplog):
     other = jax.random.key(1, impl="rbg")  # not Threefry: JAX's own split
     assert np.array_equal(np.stack([data(x) for x in fr.host_split(other, 2)]),
                           data(jax.random.split(other, 2)))  # fmt: skip
+
+
+@pytest.mark.parametrize("x64", [True, False])
+def test_host_uniform_is_jaxs_own_draw_and_compiles_nothing(x64, caplog):
+    """host_uniform(key) is float(jax.random.uniform(key)) bitwise, in float64 (the bias
+    check's resampling offset) and float32, for typed and legacy keys, without compiling."""
+    import logging
+
+    with jax.enable_x64(x64):
+        keys = [jax.random.key(s) for s in range(200)] + [jax.random.PRNGKey(s) for s in (3, 8)]
+        keys += fr.host_split(jax.random.key(11), 50)
+        with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles(True):
+            got = [fr.host_uniform(k) for k in keys]
+        assert not [r for r in caplog.records if "XLA compilation" in r.getMessage()]
+        want = [float(jax.random.uniform(k)) for k in keys]
+    assert got == want
+    assert all(0.0 <= u < 1.0 for u in got) and len(set(got[:200])) == 200
 
 
 def test_same_key_same_draws(key):

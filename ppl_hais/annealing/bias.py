@@ -57,7 +57,7 @@ import numpy as np
 from .. import diagnostics, estimators
 from ..bridge.sampling import _iterate, _relative_se
 from ..estimators import log_mean_exp_se
-from ..mcmc.fast_random import host_fold_in, host_split
+from ..mcmc.fast_random import host_fold_in, host_split, host_uniform
 from ..mcmc.sampler import sample as mcmc_sample
 from ..precision import float64
 from ..result import AISResult
@@ -217,7 +217,7 @@ def check_bias(
     # transition at β = 1 (:func:`_own_draws`); their bridge and the MCMC's are compared below
     own = kernel is not None and kernel.name.endswith("_local") and pilot is not None  # hais_kernel
     num_chains = max(int(num_draws) // (4 if own else 2), 2)
-    idx = estimators.systematic(log_w, num_chains, float(jax.random.uniform(key_pick)))
+    idx = estimators.systematic(log_w, num_chains, host_uniform(key_pick))
     mcmc = mcmc_sample(
         key_mcmc, _final_log_density(target) if log_density is None else log_density,
         particles[idx], num_warmup=int(num_mcmc),
@@ -258,10 +258,10 @@ def _own_draws(rng_key, target, kernel, pilot, particles, log_w, num, num_transi
     leans high (+0.03 mean); a local-step transition keeps the neck (13–21%) but not the far
     mouth, and its bridge leans low (−0.05): half the reverse chains start from each
     (docs/bias_check.md, benchmarks/funnel_draws.py)."""
-    idx = estimators.systematic(log_w, int(num), float(jax.random.uniform(rng_key)))
+    idx = estimators.systematic(log_w, int(num), host_uniform(rng_key))
     out = run(
         host_fold_in(rng_key, 1), target, kernel, np.ones(int(num_transitions) + 1),
-        pilot.betas, pilot.log_step, jax.numpy.asarray(particles[idx]), num_bins=10,
+        pilot.betas, pilot.log_step, np.asarray(particles[idx]), num_bins=10,
         scale_ref=pilot.scale,
     )  # fmt: skip
     return np.asarray(out.particles), int(num) * int(num_transitions) * kernel.gradients_per_step
@@ -293,7 +293,7 @@ def reverse_anneal(
         scale = None
     out = run(
         rng_key, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
-        jax.numpy.asarray(starts), num_bins=100, progress_bar=progress_bar,
+        np.asarray(starts), num_bins=100, progress_bar=progress_bar,
         desc="reverse anneal", scale_ref=scale,
     )  # fmt: skip
     rev = np.asarray(out.log_weights, dtype=float)

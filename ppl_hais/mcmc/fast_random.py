@@ -37,7 +37,7 @@ import numpy as np
 
 __all__ = [
     "check_key", "fold_in", "normal", "uniform", "split_particles", "threefry2x32", "host_key",
-    "host_split", "host_fold_in",
+    "host_split", "host_fold_in", "host_uniform",
 ]  # fmt: skip
 
 _SQRT2 = 1.4142135623730951
@@ -256,3 +256,21 @@ def host_key(seed: int):
     if jax.config.jax_default_prng_impl != "threefry2x32" or not 0 <= seed < 2**32:
         return jax.random.key(seed)
     return jax.random.wrap_key_data(np.array([0, seed], np.uint32), impl="threefry2x32")
+
+
+def host_uniform(key) -> float:
+    """``float(jax.random.uniform(key))`` (one draw in [0, 1) of JAX's default float), bitwise,
+    computed in NumPy: its bits are the Threefry block of counter (0, 0) under the key, both
+    words as one 64-bit integer (float64) or their XOR (float32), whose top mantissa bits fill
+    a float in [1, 2) less 1. Falls back to ``jax.random.uniform`` as :func:`host_split` does."""
+    if _host_words(key) is None:
+        return float(jax.random.uniform(key))
+    k0, k1 = _host_words(key)
+    zero = np.zeros(1, np.uint32)
+    with np.errstate(over="ignore"):
+        w0, w1 = (int(w[0]) for w in threefry2x32(k0, k1, zero, zero))
+    if jnp.result_type(float) == jnp.float64:
+        mantissa = ((w0 << 32) | w1) >> 12
+        return float(np.array(mantissa | 0x3FF0000000000000, np.uint64).view(np.float64) - 1.0)
+    mantissa = (w0 ^ w1) >> 9
+    return float(np.array(mantissa | 0x3F800000, np.uint32).view(np.float32) - np.float32(1.0))

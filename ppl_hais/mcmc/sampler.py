@@ -30,7 +30,7 @@ import numpy as np
 from .._names import LEAPFROG_HINT, refuse_unknown
 from ..precision import float64, in_thread
 from ..progress import close_bar, open_run, run_interruptibly
-from ..structure import merge, split
+from ..structure import compile_once, merge, split
 from . import fast_random
 from .adaptation import (
     adaptation_init,
@@ -205,6 +205,15 @@ def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, f
     return jax.jit(run)
 
 
+def _all_finite(logdensity_fn, x):
+    return jnp.all(jnp.isfinite(jax.vmap(logdensity_fn)(x)))
+
+
+# compiled once per structure of the log density, as the sampler is: evaluated op by op it
+# compiled a program per operation (0.1-0.2 s the first time a process ran the bias check)
+_finite_everywhere = compile_once(_all_finite)
+
+
 @float64
 def sample(
     rng_key,
@@ -289,8 +298,7 @@ def sample(
         raise ValueError(
             f"initial_positions must have shape (chains, D) with chains ≥ 1, got {x0.shape}"
         )
-    logp0 = jax.vmap(logdensity_fn)(x0)
-    if not bool(jnp.all(jnp.isfinite(logp0))):
+    if not bool(_finite_everywhere(logdensity_fn, x0)):
         raise ValueError("the log density is not finite at every initial position")
     structure, arrays = split(logdensity_fn)
     fn = _compiled(
@@ -306,7 +314,7 @@ def sample(
         int(thinning),
         chain_method,
     )
-    keys = jax.random.split(rng_key, x0.shape[0])
+    keys = fast_random.host_split(rng_key, x0.shape[0], as_array=True)
     start = time.perf_counter()
     total = num_warmup + num_samples * thinning
     run_id = open_run(total, "reduced-flip HMC", bar=progress_bar)
@@ -314,9 +322,9 @@ def sample(
         arrays,
         keys,
         x0,
-        jnp.asarray(step_size or 0.0, x0.dtype),
-        jnp.asarray(0.5 if auto_refresh else refresh, x0.dtype),
-        jnp.asarray(target_accept, x0.dtype),
+        np.asarray(step_size or 0.0, x0.dtype),  # NumPy: jnp.asarray compiles a conversion
+        np.asarray(0.5 if auto_refresh else refresh, x0.dtype),
+        np.asarray(target_accept, x0.dtype),
         run_id,
     )
     try:  # dispatched from a worker thread, so that Ctrl-C reaches us and stops the loop
@@ -337,6 +345,6 @@ def sample(
         np.asarray(warm_grads),
         wall,
         np.asarray(refresh_out),
-        (int(warm_exec), int(np.max(draw_exec))) if chain_method == "vectorized"
-        else (int(warm_exec), int(np.sum(draw_exec))),
+        (int(warm_exec), int(np.max(np.asarray(draw_exec)))) if chain_method == "vectorized"
+        else (int(warm_exec), int(np.sum(np.asarray(draw_exec)))),
     )
