@@ -80,7 +80,8 @@ def laplace_fit(log_density, starts, scale_inflation: float = 1.2):
     """:func:`laplace_gaussian` and the model gradients the fit spent (BFGS's gradient
     evaluations from every start, and D per Hessian: one forward-over-reverse pass each)."""
     modes, gradients = [], 0  # (mode, log density there, negative Hessian)
-    starts = jnp.atleast_2d(jnp.asarray(starts, dtype=jnp.result_type(float)))
+    # NumPy: iterating over a device array compiles a slicing program
+    starts = np.atleast_2d(np.asarray(starts, dtype=jnp.result_type(float)))
     bar = progress.open_bar(len(starts), "Laplace fit") if progress.showing() else None
     try:
         found = [_fit_one(log_density, z0, bar, i) for i, z0 in enumerate(starts)]

@@ -52,6 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import special
 
+from .mcmc.fast_random import host_split
 from .structure import compile_once
 from .target import Gaussian, StudentT
 
@@ -83,7 +84,7 @@ def _draws(rng_key, num, dim, family, df):
     second moment is exactly mean(s²)·I; s the Student-t family's √(ν/χ²_ν) (1 otherwise),
     shared by each antithetic pair."""
     half = num // 2
-    key_e, key_s = jax.random.split(rng_key)
+    key_e, key_s = host_split(rng_key)
     eps = np.asarray(jax.random.normal(key_e, (half, dim)), dtype=float)
     s = np.ones((half, 1))
     if family == "student_t":

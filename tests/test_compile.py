@@ -83,6 +83,35 @@ def test_bias_check_compiles_one_mcmc_for_every_start():
     assert sampler._compiled.cache_info().misses - misses == 1
 
 
+def test_laplace_fit_and_bias_check_compile_only_their_programs(caplog):
+    """A first call that fits a Laplace start and runs the bias check compiles its own
+    programs (the samplers, the mode search, the Hessian, the MCMC's start check, the scans)
+    and no program per eager operation: keys, the resampling offset, the restarts' prior
+    draws and the scans' scalar arguments are made on the host (each eager operation compiled
+    a program the first time a process ran it, 0.9 s in all on the banana's first call)."""
+    import logging
+    import re
+
+    from ppl_hais.density import SplitDensity
+    from ppl_hais.evidence import evidence
+
+    class Fresh(SplitDensity):  # a structure no other test compiled
+        dim, improper, prior = 3, (), ph.Gaussian(jnp.zeros(3), 2.0)
+
+        def log_parts(self, z):
+            return self.prior.log_prob(z), -0.5 * jnp.sum((0.5 - z) ** 2 / 0.3**2)
+
+    key = jax.random.key(0)
+    with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles(True):
+        ev = evidence(key, Fresh(), initial="laplace", num_particles=128, num_steps=300,
+                      bias_check=True, progress_bar=False)  # fmt: skip
+    assert ev.initial == "laplace" and ev.bias is not None
+    names = [re.search(r"jit\((\S+)\)", r.getMessage()).group(1) for r in caplog.records
+             if "XLA compilation" in r.getMessage()]  # fmt: skip
+    own = {"run", "_sample_initial", "_mode", "_neg_hessian", "_all_finite", "stage"}
+    assert "_mode" in names and set(names) <= own, names
+
+
 def test_padded_schedule_matches_unpadded():
     """The scan run on a padded schedule with N given equals the scan on the bare schedule,
     also when N is not a whole number of bins."""

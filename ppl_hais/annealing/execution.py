@@ -220,7 +220,7 @@ def run(
         # stay on the host (slicing a device array compiles a program per shape)
         xp = np if isinstance(positions, np.ndarray) else jnp
         positions = xp.concatenate([positions, positions[: groups * size - num_particles]])
-    valid = jnp.asarray(num_particles, jnp.int32)
+    valid = np.int32(num_particles)  # NumPy scalars: jnp.asarray compiles a conversion
     structure, arrays = split(target)
     fn = compiled(structure, kernel, num_particles=size)
     scale_ref = _scale_args(scale_ref, positions.shape[-1])
@@ -254,8 +254,7 @@ def _schedule_args(betas, ref_betas, ref_log_step):
     betas = np.asarray(betas, float)
     log_step = np.interp(betas, np.asarray(ref_betas, float), np.asarray(ref_log_step, float))
     return (
-        jnp.asarray(padded(betas)), jnp.asarray(len(betas) - 1, jnp.int32),
-        jnp.asarray(padded(log_step)),
+        padded(betas), np.int32(len(betas) - 1), padded(log_step),
     )  # fmt: skip
 
 
@@ -276,7 +275,7 @@ def _switches(adapt_target, adapt_scale):
     adaptation; not NaN, which a multi-process run's check that every process passes the same
     value would fail)."""
     target = -1.0 if adapt_target is None else float(adapt_target)
-    return jnp.asarray(target, jnp.result_type(float)), jnp.asarray(bool(adapt_scale))
+    return np.asarray(target, jnp.result_type(float)), np.bool_(adapt_scale)
 
 
 def _run_sharded(
