@@ -65,19 +65,23 @@ def test_host_keys_are_jaxs_own_and_compile_nothing(caplog):
 
 
 @pytest.mark.parametrize("x64", [True, False])
-def test_host_uniform_is_jaxs_own_draw_and_compiles_nothing(x64, caplog):
+def test_host_uniform_and_randint_are_jaxs_own_draws_and_compile_nothing(x64, caplog):
     """host_uniform(key) is float(jax.random.uniform(key)) bitwise, in float64 (the bias
-    check's resampling offset) and float32, for typed and legacy keys, without compiling."""
+    check's resampling offset) and float32, and host_randint(key, lo, hi) JAX's randint (a
+    PyMC prior draw's seed) in int64 and int32, for typed and legacy keys, without compiling."""
     import logging
 
     with jax.enable_x64(x64):
         keys = [jax.random.key(s) for s in range(200)] + [jax.random.PRNGKey(s) for s in (3, 8)]
         keys += fr.host_split(jax.random.key(11), 50)
+        spans = [(0, 2**31 - 1), (-5, 7), (3, 4), (-(2**31), 2**31 - 1)]
         with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles(True):
             got = [fr.host_uniform(k) for k in keys]
+            ints = [[fr.host_randint(k, lo, hi) for lo, hi in spans] for k in keys]
         assert not [r for r in caplog.records if "XLA compilation" in r.getMessage()]
         want = [float(jax.random.uniform(k)) for k in keys]
-    assert got == want
+        want_ints = [[int(jax.random.randint(k, (), lo, hi)) for lo, hi in spans] for k in keys]
+    assert got == want and ints == want_ints
     assert all(0.0 <= u < 1.0 for u in got) and len(set(got[:200])) == 200
 
 

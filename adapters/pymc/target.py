@@ -33,6 +33,7 @@ from pytensor.graph import graph_inputs
 from pytensor.graph.basic import equal_computations
 
 from ppl_hais.density import SplitDensity
+from ppl_hais.mcmc.fast_random import host_randint
 from ppl_hais.target import num_draws, sample_shape_of
 
 from .prior import PriorSampler
@@ -193,7 +194,7 @@ class _HostPrior:
         return type(other) is type(self) and other.target == self.target
 
     def sample(self, rng_key, sample_shape=()):
-        seed = int(jax.random.randint(rng_key, (), 0, 2**31 - 1))
+        seed = host_randint(rng_key, 0, 2**31 - 1)  # JAX's draw, without compiling it
         shape = sample_shape_of(sample_shape)
         draws = self.target.sample_prior(num_draws(shape), seed)
         return jnp.asarray(draws).reshape(shape + (self.dim,))

@@ -37,7 +37,7 @@ import numpy as np
 
 __all__ = [
     "check_key", "fold_in", "normal", "uniform", "split_particles", "threefry2x32", "host_key",
-    "host_split", "host_fold_in", "host_uniform",
+    "host_split", "host_fold_in", "host_uniform", "host_randint",
 ]  # fmt: skip
 
 _SQRT2 = 1.4142135623730951
@@ -260,17 +260,36 @@ def host_key(seed: int):
 
 def host_uniform(key) -> float:
     """``float(jax.random.uniform(key))`` (one draw in [0, 1) of JAX's default float), bitwise,
-    computed in NumPy: its bits are the Threefry block of counter (0, 0) under the key, both
-    words as one 64-bit integer (float64) or their XOR (float32), whose top mantissa bits fill
-    a float in [1, 2) less 1. Falls back to ``jax.random.uniform`` as :func:`host_split` does."""
+    computed in NumPy: the top mantissa bits of its random bits (:func:`_host_bits`) fill a
+    float in [1, 2), less 1. Falls back to ``jax.random.uniform`` as :func:`host_split` does."""
     if _host_words(key) is None:
         return float(jax.random.uniform(key))
+    if jnp.result_type(float) == jnp.float64:
+        mantissa = _host_bits(key, 64) >> 12
+        return float(np.array(mantissa | 0x3FF0000000000000, np.uint64).view(np.float64) - 1.0)
+    mantissa = _host_bits(key, 32) >> 9
+    return float(np.array(mantissa | 0x3F800000, np.uint32).view(np.float32) - np.float32(1.0))
+
+
+def host_randint(key, minval: int, maxval: int) -> int:
+    """``int(jax.random.randint(key, (), minval, maxval))`` for ``minval < maxval`` within JAX's
+    default int, bitwise, computed in NumPy (as :func:`host_uniform`): two words of its bit
+    width from the key's two subkeys, combined modulo the span as JAX combines them."""
+    nbits = 64 if jnp.result_type(int) == jnp.int64 else 32
+    if _host_words(key) is None or not -(2 ** (nbits - 1)) <= minval < maxval < 2 ** (nbits - 1):
+        return int(jax.random.randint(key, (), minval, maxval))
+    k_high, k_low = host_split(key)
+    span, mask = maxval - minval, (1 << nbits) - 1
+    multiplier = ((2 ** (nbits // 2) % span) ** 2 & mask) % span  # products wrap, as in JAX
+    high, low = _host_bits(k_high, nbits), _host_bits(k_low, nbits)
+    return minval + (((high % span) * multiplier & mask) + low % span & mask) % span
+
+
+def _host_bits(key, nbits):
+    """JAX's random bits of one draw of ``nbits`` (32 or 64) as a Python int: the Threefry
+    block of counter (0, 0) under the key, both words (64) or their XOR (32)."""
     k0, k1 = _host_words(key)
     zero = np.zeros(1, np.uint32)
     with np.errstate(over="ignore"):
         w0, w1 = (int(w[0]) for w in threefry2x32(k0, k1, zero, zero))
-    if jnp.result_type(float) == jnp.float64:
-        mantissa = ((w0 << 32) | w1) >> 12
-        return float(np.array(mantissa | 0x3FF0000000000000, np.uint64).view(np.float64) - 1.0)
-    mantissa = (w0 ^ w1) >> 9
-    return float(np.array(mantissa | 0x3F800000, np.uint32).view(np.float32) - np.float32(1.0))
+    return (w0 << 32) | w1 if nbits == 64 else w0 ^ w1
