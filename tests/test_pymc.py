@@ -356,7 +356,7 @@ def test_a_model_built_again_reuses_the_compiled_programs_and_other_data_does_no
 
 def test_cores_sets_the_particle_groups(monkeypatch):
     """``cores=`` is pm.sample_smc's keyword: here it sets how many cores the particles are
-    split over (groups of the pilot's 64 particles where that gives two to eight per core,
+    split over (groups of the pilot's 64 particles where that gives one to eight per core,
     the last one padded by at most 1/16 of the particles, else two per core), for this call
     only."""
     from ppl_hais.annealing import execution
@@ -369,7 +369,8 @@ def test_cores_sets_the_particle_groups(monkeypatch):
             assert execution.layout(512) == (8, 64)  # of 64, as the pilot
             assert execution.layout(900) == (6, 150)  # 15 × 64 would pad 60 > 900 / 16
         with execution.using_cores(8):
-            assert execution.layout(512) == (16, 32)  # 8 groups of 64 would leave cores idle
+            assert execution.layout(512) == (8, 64)  # one per core: the pilot's program
+            assert execution.layout(256) == (8, 32)  # 4 groups of 64 would leave cores idle
         assert execution.layout(1000) == (2, 500)
     seen = []
     real = execution.layout

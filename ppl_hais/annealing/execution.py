@@ -138,7 +138,7 @@ PAD_LIMIT = 1 / 16  # a main run is padded to whole groups by at most this fract
 def layout(num_particles):
     """(groups, particles per group) of a main run: groups of ``GROUP_PARTICLES`` (the pilot's
     size, so the pilot, the main run and the bias check's reverse anneal share one compiled
-    program) where that gives two to eight groups per CPU core, the last group padded when the
+    program) where that gives one to eight groups per CPU core, the last group padded when the
     particles do not fill it (by at most ``PAD_LIMIT`` of them: PyMC's default 1000 particles
     run as 16 groups of 64, 24 of them padding that no figure counts), else two groups per
     core that divide the particles.
@@ -153,8 +153,11 @@ def layout(num_particles):
     but whole warm NumPyro calls of small models paid for the groups' per-step overhead
     (+0.01–0.04 s on a 0.1 s regression); what it buys is one compiled program fewer in every
     first call (about 1.1 s to compile, 0.3 s to trace, lower and read back from the persistent
-    cache). Otherwise groups keep ≥ 32 particles and divide the population evenly; on an
-    accelerator one batch is best.
+    cache). One group per core is the floor since stop 57: at two, 128 particles on 2 cores
+    (the bias check's own-transition draws, :func:`~ppl_hais.annealing.bias.check_bias`) ran
+    as 4 groups of 32, a program of their own, 1.4 s of the funnel's first call (17.0 → 15.6
+    s, its warm calls unchanged, 2.9–3.1 s). Otherwise groups keep ≥ 32 particles and divide
+    the population evenly; on an accelerator one batch is best.
     :func:`using_cores` sets the number of cores; the environment variable
     ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where processes already share the
     cores, as under ``pytest -n``).
@@ -173,7 +176,7 @@ def layout(num_particles):
         most = min(most, max(1, int(cap)))
     pilot_sized = -(-num_particles // GROUP_PARTICLES)
     padding = pilot_sized * GROUP_PARTICLES - num_particles
-    if most <= pilot_sized <= 4 * most and padding <= PAD_LIMIT * num_particles:
+    if max(most // 2, 1) <= pilot_sized <= 4 * most and padding <= PAD_LIMIT * num_particles:
         return pilot_sized, GROUP_PARTICLES
     for groups in range(min(most, num_particles // 32), 1, -1):
         if num_particles % groups == 0:
@@ -220,7 +223,8 @@ def run(
         # stay on the host (slicing a device array compiles a program per shape)
         xp = np if isinstance(positions, np.ndarray) else jnp
         positions = xp.concatenate([positions, positions[: groups * size - num_particles]])
-    valid = np.int32(num_particles)  # NumPy scalars: jnp.asarray compiles a conversion
+    # device_put, not jnp.asarray: that compiles a conversion program for a Python scalar
+    valid = jax.device_put(np.int32(num_particles))
     structure, arrays = split(target)
     fn = compiled(structure, kernel, num_particles=size)
     scale_ref = _scale_args(scale_ref, positions.shape[-1])
@@ -254,7 +258,8 @@ def _schedule_args(betas, ref_betas, ref_log_step):
     betas = np.asarray(betas, float)
     log_step = np.interp(betas, np.asarray(ref_betas, float), np.asarray(ref_log_step, float))
     return (
-        padded(betas), np.int32(len(betas) - 1), padded(log_step),
+        jax.device_put(padded(betas)), jax.device_put(np.int32(len(betas) - 1)),
+        jax.device_put(padded(log_step)),
     )  # fmt: skip
 
 
@@ -275,7 +280,8 @@ def _switches(adapt_target, adapt_scale):
     adaptation; not NaN, which a multi-process run's check that every process passes the same
     value would fail)."""
     target = -1.0 if adapt_target is None else float(adapt_target)
-    return np.asarray(target, jnp.result_type(float)), np.bool_(adapt_scale)
+    return jax.device_put(np.asarray(target, jnp.result_type(float))), jax.device_put(
+        np.bool_(adapt_scale))  # fmt: skip
 
 
 def _run_sharded(
