@@ -157,8 +157,8 @@ def layout(num_particles):
     (the bias check's own-transition draws, :func:`~ppl_hais.annealing.bias.check_bias`) ran
     as 4 groups of 32, a program of their own, 1.4 s of the funnel's first call (a scratch
     timing without the cache: 17.0 → 15.6 s, its warm calls unchanged at 2.9–3.1 s;
-    ``docs/first_call_before.md`` times stop 57 as a whole). Otherwise groups keep ≥ 32 particles and divide
-    the population evenly; on an accelerator one batch is best.
+    ``docs/first_call_before.md`` times stop 57 as a whole). Otherwise groups keep ≥ 32
+    particles and divide the population evenly; on an accelerator one batch is best.
     :func:`using_cores` sets the number of cores; the environment variable
     ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where processes already share the
     cores, as under ``pytest -n``).
