@@ -218,17 +218,23 @@ def find_reasonable_step_size(rng_key, state, logdensity_fn, inverse_mass, step_
         _, info = kernel(rng_key, fresh, logdensity_fn, eps, 1.0, inverse_mass)
         return info.acceptance_rate
 
-    eps0 = jnp.asarray(step_size, state.position.dtype)
-    direction = jnp.where(accept(eps0) > 0.5, 2.0, 0.5)
+    # one loop runs the kernel for ε₀ (i = −1: it sets the direction) and for every ε after:
+    # the kernel is traced once (a condition that ran it was traced twice more under vmap, whose
+    # batched loop re-evaluates its condition in the body)
+    def body(c):
+        eps, i, _, direction = c
+        eps = jnp.where(i < 0, eps, eps * direction)
+        a = accept(eps)
+        return eps, i + 1, a, jnp.where(i < 0, jnp.where(a > 0.5, 2.0, 0.5), direction)
 
     def cond(c):
-        eps, i = c
-        a = accept(eps)
-        return (i < 30) & jnp.where(direction > 1, a > 0.5, a <= 0.5)
+        _, i, a, direction = c
+        return (i < 0) | ((i < 30) & jnp.where(direction > 1, a > 0.5, a <= 0.5))
 
-    eps, _ = jax.lax.while_loop(
-        lambda c: cond(c), lambda c: (c[0] * direction, c[1] + 1), (eps0, 0)
-    )
+    dtype = state.position.dtype
+    eps0 = jnp.asarray(step_size, dtype)
+    start = (eps0, -1, jnp.zeros((), dtype), jnp.ones((), dtype))
+    eps, _, _, _ = jax.lax.while_loop(cond, body, start)
     return eps
 
 
