@@ -134,9 +134,29 @@ def test_padded_schedule_matches_unpadded():
     assert float(bare.gradients[0]) == 150 * kernel.gradients_per_step
 
 
+def test_local_steps_run_every_ladder_rung_in_one_program(executables):
+    """A local-step transition runs the ladder's long rungs (4000 and 16,000 temperatures):
+    its schedules are padded to ``LOCAL_CAPACITY``, so its pilot and its rungs past 8191
+    temperatures share one compiled program; other kernels keep ``MIN_CAPACITY``."""
+    target = _target()
+    exact = 2 * np.log(3 * np.sqrt(2 * np.pi))
+    opts = dict(num_particles=64, progress_bar=False, local_steps=True)
+    assert execution.minimum_capacity(ph.hais_kernel(local_steps=True)) == (
+        execution.LOCAL_CAPACITY)  # fmt: skip
+    assert execution.minimum_capacity(ph.hais_kernel()) == execution.MIN_CAPACITY
+    with execution.using_cores(1):
+        short = ph.hais(jax.random.key(0), target, num_steps=300, **opts)
+        assert executables() == 1  # the pilot and the run
+        long = ph.hais(jax.random.key(1), target, num_steps=execution.MIN_CAPACITY + 800, **opts)
+        assert executables() == 1
+    for res in (short, long):
+        assert abs(res.log_z - exact) < 5 * res.log_z_se + 0.1
+
+
 def test_capacity_and_padding():
     assert execution.capacity(1001) == execution.MIN_CAPACITY
     assert execution.capacity(execution.MIN_CAPACITY + 1) == 2 * execution.MIN_CAPACITY
+    assert execution.capacity(1001, execution.LOCAL_CAPACITY) == execution.LOCAL_CAPACITY
     rows = np.arange(6.0).reshape(3, 2)
     out = execution.padded(rows, 5)
     assert out.shape == (5, 2) and np.all(out[3:] == rows[-1])

@@ -65,12 +65,23 @@ def compiled(structure, kernel, *, num_particles):
 
 
 MIN_CAPACITY = 2**13  # schedules up to 8191 temperatures share one compiled program
+# a local-step transition runs only on the convergence ladder's longer rungs (from a funnel's
+# neck on: 4000 and 16,000 temperatures), so its program holds 16,000 from the start: one
+# program for its pilot, rungs and bias checks, not a second one for the last rung (1.7 s to
+# compile on 2 cores); the larger buffers cost 3-5 ms a run
+LOCAL_CAPACITY = 2**14
 
 
-def capacity(length):
+def capacity(length, minimum=MIN_CAPACITY):
     """The padded length of a schedule of ``length`` βs (and of its per-temperature step sizes):
-    ``MIN_CAPACITY``, or the next power of two above it, so a few programs serve every N."""
-    return max(MIN_CAPACITY, 1 << (int(length) - 1).bit_length())
+    ``minimum``, or the next power of two above it, so a few programs serve every N."""
+    return max(minimum, 1 << (int(length) - 1).bit_length())
+
+
+def minimum_capacity(kernel) -> int:
+    """The smallest padded schedule a run of ``kernel`` gets: ``LOCAL_CAPACITY`` for a
+    local-step transition, else ``MIN_CAPACITY``."""
+    return LOCAL_CAPACITY if kernel.name.endswith("_local") else MIN_CAPACITY
 
 
 def padded(values, length=None):
@@ -232,7 +243,7 @@ def run(
     switches = _switches(adapt_target, adapt_scale)
     # each group is paced on its own clock; only the first moves the progress bar
     run_ids = [open_run(num_steps, desc, bar=progress_bar and g == 0) for g in range(groups)]
-    args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step))
+    args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step, minimum_capacity(kernel)))
 
     def group(g):
         chunk = positions[g * size : (g + 1) * size]
@@ -253,14 +264,15 @@ def run(
     return out
 
 
-def _schedule_args(betas, ref_betas, ref_log_step):
-    """The schedule padded, its length N, and log(step size) at each of its βs (interpolated
-    here, once, rather than at every temperature)."""
+def _schedule_args(betas, ref_betas, ref_log_step, minimum=MIN_CAPACITY):
+    """The schedule padded (to at least ``minimum``), its length N, and log(step size) at each
+    of its βs (interpolated here, once, rather than at every temperature)."""
     betas = np.asarray(betas, float)
     log_step = np.interp(betas, np.asarray(ref_betas, float), np.asarray(ref_log_step, float))
+    length = capacity(len(betas), minimum)
     return (
-        jax.device_put(padded(betas)), jax.device_put(np.int32(len(betas) - 1)),
-        jax.device_put(padded(log_step)),
+        jax.device_put(padded(betas, length)), jax.device_put(np.int32(len(betas) - 1)),
+        jax.device_put(padded(log_step, length)),
     )  # fmt: skip
 
 
@@ -315,7 +327,9 @@ def _run_sharded(
     scale_ref = tuple(put(a) for a in _scale_args(scale_ref, positions.shape[-1]))
     switches = [put(a) for a in _switches(None, adapt_scale)]
     run_id = open_run(len(betas) - 1, desc, bar=progress_bar)
-    schedule = [put(a) for a in _schedule_args(betas, ref_betas, ref_log_step)]
+    schedule = [
+        put(a) for a in _schedule_args(betas, ref_betas, ref_log_step, minimum_capacity(kernel))
+    ]
 
     def call():
         out = fn(
