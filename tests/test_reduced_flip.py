@@ -373,3 +373,40 @@ def test_auto_refresh_follows_the_spread_of_the_chains():
     fixed = ph.mcmc.sample(jax.random.key(0), logdensity, x0[:2], num_warmup=200,
                            num_samples=10, progress_bar=False)  # fmt: skip
     np.testing.assert_array_equal(fixed.refresh, 0.5)  # too few chains for a population
+
+
+def test_step_size_search_crosses_one_half_and_traces_the_kernel_once():
+    """ε₀ doubled (or halved) until one fresh-momentum leapfrog step's acceptance crosses ½
+    (Hoffman & Gelman): the ε found is ε₀·2^±k and the acceptance at it lies on the other
+    side of ½ from ε₀'s side; the kernel is traced once, not once more for the loop's
+    condition (which under vmap was evaluated again in the body: the bias check's MCMC
+    compiled 0.3–0.4 s longer, docs/first_call_before.md)."""
+    traced = []
+
+    def logdensity(x):  # a 4-D Gaussian with scales 0.1 … 1
+        traced.append(1)
+        return -0.5 * jnp.sum((x / jnp.array([0.1, 0.3, 0.6, 1.0])) ** 2)
+
+    state = ph.mcmc.init(jnp.full(4, 0.2), logdensity, jax.random.key(0))
+    kernel = ph.mcmc.build_kernel(1, 1, "standard", "fresh")
+    ones = jnp.ones(4)
+
+    def acceptance(eps):
+        _, info = kernel(jax.random.key(1), state, logdensity, eps, 1.0, ones)
+        return float(info.acceptance_rate)
+
+    del traced[:]
+    kernel(jax.random.key(1), state, logdensity, 0.1, 1.0, ones)
+    per_kernel = len(traced)
+    for eps0 in (0.001, 0.1, 5.0):
+        del traced[:]
+        search = jax.jit(lambda e: ph.mcmc.find_reasonable_step_size(
+            jax.random.key(1), state, logdensity, ones, e))  # fmt: skip
+        eps = float(search(eps0))
+        assert len(traced) == per_kernel
+        k = np.log2(eps / eps0)
+        assert abs(k - round(k)) < 1e-9 and 0 < abs(k) < 30
+        up = acceptance(eps0) > 0.5
+        assert (k > 0) == up
+        assert (acceptance(eps) > 0.5) != up
+        assert (acceptance(eps / 2.0 ** np.sign(k)) > 0.5) == up
