@@ -218,9 +218,9 @@ def find_reasonable_step_size(rng_key, state, logdensity_fn, inverse_mass, step_
         _, info = kernel(rng_key, fresh, logdensity_fn, eps, 1.0, inverse_mass)
         return info.acceptance_rate
 
-    # one loop runs the kernel for ε₀ (i = −1: it sets the direction) and for every ε after:
-    # the kernel is traced once (a condition that ran it was traced twice more under vmap, whose
-    # batched loop re-evaluates its condition in the body)
+    # one loop runs the kernel for ε₀ (i = −1: it sets the direction) and for every ε after, so
+    # the program holds the kernel once: run for ε₀ outside and in the loop's condition, it was
+    # there three times under vmap (a batched loop evaluates its condition again in its body)
     def body(c):
         eps, i, _, direction = c
         eps = jnp.where(i < 0, eps, eps * direction)
