@@ -27,12 +27,13 @@ import _machine
 import jax
 import jax.numpy as jnp
 import numpy as np
+import trust_suite
 from scipy import stats
 
 import ppl_hais as ph
-from ppl_hais.validation import product_of_experts
 
-POE = product_of_experts("student", 36)
+CASE = trust_suite.cases()["Student-t experts 36-D"]
+POE = trust_suite.POE
 PHI, LAM = POE.info["phi"], POE.info["lam"]
 NU = 2 * LAM - 1
 HEAVIEST = (0, 1, 2)  # λ = 0.75, 0.81, 0.88
@@ -40,13 +41,9 @@ HEAVIEST = (0, 1, 2)  # λ = 0.75, 0.81, 0.88
 
 def target():
     """The trust suite's potential model: N(0, I) prior, likelihood = experts / prior."""
-
-    def log_lik(z):
-        u = jnp.asarray(PHI) @ z
-        log_prior = -0.5 * jnp.sum(z * z) - 0.5 * z.shape[0] * np.log(2 * np.pi)
-        return -jnp.sum(jnp.asarray(LAM) * jnp.log1p(u * u)) - POE.log_z - log_prior
-
-    return ph.AnnealingTarget(initial=ph.Gaussian(np.zeros(36), 1.0), log_likelihood=log_lik)
+    _, log_lik, dim, prior_sd = CASE["jax"]
+    return ph.AnnealingTarget(initial=ph.Gaussian(np.zeros(dim), prior_sd),
+                              log_likelihood=log_lik)  # fmt: skip
 
 
 def inside(reach):
@@ -68,7 +65,7 @@ def augmented_model():
     w = numpyro.sample("w", dist.Gamma(jnp.asarray(LAM), 1.0).to_event(1))
     z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([36]).to_event(1))
     u = jnp.asarray(PHI) @ z
-    log_prior = -0.5 * jnp.sum(z * z) - 18.0 * np.log(2 * np.pi)
+    log_prior = trust_suite.normal_logpdf(jnp, z, 1.0)
     numpyro.factor("experts", -jnp.sum(w * u * u) - log_prior - POE.log_z)
 
 
