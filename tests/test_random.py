@@ -31,6 +31,32 @@ def test_the_generator_is_threefry_2x32_20():
         assert np.array_equal(np.concatenate([a, b]), np.asarray(ref))
 
 
+def test_the_rounds_are_traced_once_for_every_program_that_draws(monkeypatch):
+    """Two programs that draw normals at three places each trace Threefry's 20 rounds once per
+    shape between them, not at every draw (12 times here: ~100 jnp operations each; the bias
+    check's MCMC draws at 11 places). That the words are Threefry's whichever way they are
+    computed is the test above."""
+    counts = {"rounds": 0}
+    rounds = fr._rounds
+
+    def counted(xp, *words):
+        counts["rounds"] += xp is jnp
+        return rounds(xp, *words)
+
+    monkeypatch.setattr(fr, "_rounds", counted)
+    fr._rounds_jit.clear_cache()  # what an earlier test traced would hide the count
+
+    def draws(key, scale):
+        return [scale * fr.normal(fr.fold_in(key, i), (5,), salt=i) for i in range(3)]
+
+    key = jax.random.key(3)
+    first = jax.jit(draws)(key, 1.0)
+    second = jax.jit(lambda k: draws(k, 2.0))(key)
+    # one shape for fold_in's block (1 particle) and one for the draws' (3 blocks of 5 words)
+    assert counts["rounds"] == 2, counts
+    assert all(np.array_equal(2.0 * a, b) for a, b in zip(first, second, strict=True))
+
+
 def test_host_keys_are_jaxs_own_and_compile_nothing(caplog):
     """host_split (a list, or an array) / host_fold_in / host_key give bitwise the keys
     jax.random.split, fold_in and key give (typed and legacy keys), computed in NumPy: no XLA

@@ -69,8 +69,18 @@ def threefry2x32(k0, k1, x0, x1):
     ``(k0, k1)`` (uint32 arrays that broadcast): 20 add-rotate-xor rounds with a key injection
     every four, bitwise ``jax.extend.random.threefry_2x32``'s; written out so that XLA fuses
     it into the surrounding elementwise work (JAX's runs as a loop of its own on CPU). With
-    Python ints and NumPy arrays only, it runs in NumPy (uint32 arithmetic wraps there too)."""
-    xp = np if all(isinstance(a, int | np.ndarray | np.generic) for a in (k0, k1, x0, x1)) else jnp
+    Python ints and NumPy arrays only, it runs in NumPy (uint32 arithmetic wraps there too).
+
+    Under JAX the rounds go through ``jit``: a program that draws at several places (the bias
+    check's MCMC: 11) reuses their traced form instead of tracing 20 rounds at each, and the
+    next program does too. XLA inlines the call, so the compiled program is the same; the
+    MCMC's tracing took 0.53 → 0.37 s (2-D banana, 128 chains, 2 cores; stop 60)."""
+    if all(isinstance(a, int | np.ndarray | np.generic) for a in (k0, k1, x0, x1)):
+        return _rounds(np, k0, k1, x0, x1)
+    return _rounds_jit(k0, k1, x0, x1)
+
+
+def _rounds(xp, k0, k1, x0, x1):
     u32 = xp.uint32
     k0, k1, x0, x1 = (xp.asarray(a).astype(u32) for a in (k0, k1, x0, x1))
     ks = (k0, k1, k0 ^ k1 ^ u32(0x1BD11BDA))
@@ -81,6 +91,9 @@ def threefry2x32(k0, k1, x0, x1):
             x1 = ((x1 << u32(r)) | (x1 >> u32(32 - r))) ^ x0
         x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + u32(i + 1)
     return x0, x1
+
+
+_rounds_jit = jax.jit(lambda k0, k1, x0, x1: _rounds(jnp, k0, k1, x0, x1))  # traced once
 
 
 def _key_words(key):
@@ -140,6 +153,7 @@ def _horner(coefficients, t):
     return p
 
 
+@jax.jit  # traced once per shape, as the rounds above
 def erfinv_f32(x):
     """erfinv for float32 |x| < 1 (relative error ~1e-7, Giles 2011); finite for every input
     of ``normal_from_bits``, where 1 − |x| ≥ 2⁻²⁴."""
