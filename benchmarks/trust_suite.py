@@ -419,7 +419,8 @@ def summarize(name, adapter, runs, seeds):
         bennett="—" if not np.isfinite(fwd).any() else (
             f"{int(bridged.sum())} · {int(np.sum(np.abs(fwd) <= 0.1))}/{len(runs)}"),
         name=name, adapter=adapter, err=err.mean(), sd=err.std(), se=np.median(se),
-        gap=np.nanmedian(gaps) if np.isfinite(gaps).any() else float("nan"),
+        gap=(f"{np.nanmedian(gaps):+.3f} ({int(np.isfinite(gaps).sum())})"
+             if np.isfinite(gaps).any() else "— (0)"),
         right=int(right.sum()), warned=int(warned.sum()), false=int(np.sum(right & warned)),
         silent=int(np.sum(miss & ~warned)),
         covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}" + (
@@ -458,10 +459,11 @@ def write(args, rows):
         "",
         "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > 3 SE "
         "+ 0.05 without a warning; *gap*: median bias-check gap (reverse − forward) where it "
-        "ran; *stated gap covers*: wrong, warned runs whose error the warning's figure covers, + "
-        "0.1 nat: a low run's by the stated shortfall (*unbounded*: runs whose shortfall is "
-        "stated as inf, `ladder.unsizable`), a high run's by the stated excess (how far too "
-        "high its largest weights may have lifted it, `estimators.excess`); "
+        "ran (in brackets: the runs whose last rung it checked); *stated gap covers*: wrong, "
+        "warned runs whose error the warning's figure covers, + 0.1 nat: a low run's by the "
+        "stated shortfall (*unbounded*: runs whose shortfall is stated as inf, "
+        "`ladder.unsizable`), a high run's by the stated excess (how far too high its largest "
+        "weights may have lifted it, `estimators.excess`); "
         "*bridged · forward right*: the runs whose estimate is the bridge of the last rung's "
         "forward anneal and its bias check's reverse anneal (Bennett's acceptance ratio, "
         "`Evidence.bridged`: a last rung that still fails a check and whose bias check ran), "
@@ -478,7 +480,7 @@ def write(args, rows):
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['adapter']} | {r['err']:+.3f} ({r['sd']:.3f}) | {r['se']:.3f} "
-            f"| {r['gap']:+.3f} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
+            f"| {r['gap']} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
             f"{r['silent']} | {r['covered']} | {r.get('bennett', '')} | {r['checks']} | "
             f"{r['grads'] / 1e6:.2f} M | "
             f"{r['wall']:.2f} s |"
