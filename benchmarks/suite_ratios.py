@@ -21,9 +21,12 @@ METHODS = ("numpyro", "pymc", "blackjax", "blackjax-long")
 
 
 def read_table(path):
-    """{(model, adapter): (right, runs, gradients in M, mean error, sd)} from its table."""
+    """{(model, adapter): (right, runs, gradients in M, mean error, sd)} from its table (the
+    generated one at the top; the hand-written sections after it start with ``##``)."""
     rows, col = {}, None
     for line in open(path):
+        if line.startswith("## "):
+            break
         if not line.startswith("|"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
