@@ -556,3 +556,42 @@ def test_a_prior_that_works_is_kept_over_fitted_starts(monkeypatch):
     assert not fits, "auto fitted a start though the prior works"
     assert abs(ev.log_z - exact) < 4 * ev.log_z_se + 0.05, (ev.log_z - exact, ev.log_z_se)
     assert not found
+
+
+@pytest.mark.parametrize("equal, fit, surveyed, chosen", [
+    (22, 64, ["prior", "laplace"], "laplace"),
+    (22, 40, ["prior", "laplace"], "prior"),
+    (30, 64, ["prior"], "prior"),
+])  # fmt: skip
+def test_a_prior_that_works_within_its_pilot_s_noise_gives_way_only_to_a_near_exact_fit(
+    monkeypatch, equal, fit, surveyed, chosen
+):
+    """A prior pilot whose importance ESS clears a third of its 64 particles by less than the
+    ESS's jackknife SE gets the Laplace fit piloted beside it (no VI fit), and the fit replaces
+    it only near exact (``NEAR_EXACT``): the vague N(0, 100²) regression's prior pilot once
+    reached 22.2 (SE 3.0), was kept, and its ladder climbed to 16,000 temperatures for 45x its
+    other calls' gradients (their Laplace pilots: 63.8); a centered funnel's fits beat such a
+    prior at 40-57% and anneal 0.07-0.10 nat low. One that clears it by more than its SE (the
+    centered funnel's prior: 26.7-38.6, SE about 3) is kept and nothing is fitted. Pilots
+    with `equal` equal weights and the rest 0: ESS `equal`, SE 3.8 (22) and 4.0 (30)."""
+
+    def pilot(k):
+        lw = np.where(np.arange(64) < k, 0.0, -np.inf)
+        return type("Pilot", (), {"log_weights": lw, "outside": 0.0})()
+
+    seen = []
+
+    def survey(rng_key, target, kernel, num_steps, pilot_options, desc):
+        seen.append(desc[len("pilot ("):-1])
+        return pilot(equal if desc == "pilot (prior)" else fit), 0
+
+    monkeypatch.setattr(starts, "_survey", survey)
+    monkeypatch.setattr(starts, "_laplace_candidate", lambda m: {"laplace": starts.prior_target(m)})
+    monkeypatch.setattr(starts, "_vi_candidates", lambda m: {"vi": starts.prior_target(m)})
+    ess = diagnostics.importance_ess(pilot(equal).log_weights)
+    se = estimators.importance_ess_se(pilot(equal).log_weights)
+    assert ess == pytest.approx(equal) and ess >= starts.PRIOR_WORKS * 64
+    assert (ess - se >= starts.PRIOR_WORKS * 64) == (equal == 30), (ess, se)
+    model = Regression(np.ones((3, 2)), np.ones(3), 1.0)  # the pilots above stand in for its
+    name, *_ = starts.choose_initial(jax.random.key(0), model, num_steps=50)
+    assert seen == surveyed and name == chosen
