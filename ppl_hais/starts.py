@@ -377,8 +377,8 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
     clears = "prior" in pilots and (  # the posterior within the prior, its pilot working
         np.nan_to_num(choice["prior"], nan=0.0) >= PRIOR_WORKS * size
         and pilots["prior"].outside < diagnostics.OUTSIDE_WARN)  # fmt: skip
-    marginal = clears and bool(choice["prior"] - estimators.importance_ess_se(
-        pilots["prior"].log_weights) < PRIOR_WORKS * size)  # within its noise  # fmt: skip
+    noise = estimators.importance_ess_se(pilots["prior"].log_weights) if clears else 0.0
+    marginal = clears and bool(choice["prior"] - noise < PRIOR_WORKS * size)  # NEAR_EXACT
     prior_works = clears and not marginal
     if initial == "auto" and not discrete(model) and not prior_works:
         more = _laplace_candidate(model)

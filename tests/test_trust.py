@@ -592,6 +592,6 @@ def test_a_prior_that_works_within_its_pilot_s_noise_gives_way_only_to_a_near_ex
     se = estimators.importance_ess_se(pilot(equal).log_weights)
     assert ess == pytest.approx(equal) and ess >= starts.PRIOR_WORKS * 64
     assert (ess - se >= starts.PRIOR_WORKS * 64) == (equal == 30), (ess, se)
-    model = Regression(np.ones((3, 2)), np.ones(3), 1.0)  # the pilots above stand in for its
+    model = Regression(np.ones((3, 2)), np.ones(3), 1.0)  # its pilots are the stubs above
     name, *_ = starts.choose_initial(jax.random.key(0), model, num_steps=50)
     assert seen == surveyed and name == chosen
