@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-__all__ = ["ModelDensity", "SplitDensity"]
+__all__ = ["ModelDensity", "SplitDensity", "improper_error", "improper_note"]
 
 
 class ModelDensity(Protocol):
@@ -55,3 +55,25 @@ class SplitDensity:
     def log_joint(self, z):
         prior, lik = self.log_parts(z)
         return prior + lik
+
+
+def improper_note(model) -> str:
+    """What an estimate over an improper (flat) prior means, for the warning it comes with."""
+    return (
+        f"variable(s) {list(model.improper)} have an improper (flat) prior: the estimate is the "
+        "likelihood integrated against that flat density taken as 1 per unit of the "
+        "unconstrained coordinate(s), an arbitrary constant. It compares only with models that "
+        "put the same flat prior on the same coordinates (the constants cancel), not with "
+        "models whose priors are proper: give the variable(s) a proper prior for a Bayes factor."
+    )
+
+
+def improper_error(model) -> ValueError:
+    """The error for annealing from a prior that cannot be sampled: never guess a start for an
+    improper prior, the user says which (DESIGN.md)."""
+    return ValueError(
+        f"variable(s) {list(model.improper)} have an improper prior that cannot be "
+        "sampled, so annealing cannot start from the prior: pass initial='laplace' (a "
+        "Gaussian fitted at the posterior mode), initial='vi' or initial=ph.Gaussian(mean, "
+        f"scale) over the {model.dim} unconstrained coordinates."
+    )

@@ -51,14 +51,13 @@ from .annealing import PilotOptions, RunOptions, ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import HAISOptions
 from .budget import SE_SLACK, Spent, StepsPlan, choose_num_steps, main_gradients, next_fits
-from .density import ModelDensity
+from .density import ModelDensity, improper_note
 from .estimators import disagreement
 from .mcmc.fast_random import check_key, host_fold_in, host_split
 from .precision import float64
 from .result import AISResult
 from .starts import (
     _choose_initial,
-    _improper_note,
     _method,
     choose_initial,
     transition,
@@ -338,7 +337,7 @@ def evidence(
     )  # fmt: skip
     diagnostics.warn(checks, "log evidence")
     if getattr(model, "improper", ()):
-        warnings.warn(_improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
+        warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
     return out
 
 

@@ -20,7 +20,16 @@ from . import progress
 from .structure import compile_once
 from .target import Gaussian, GaussianMixture
 
-__all__ = ["laplace_fit", "laplace_gaussian"]
+__all__ = ["LaplaceError", "laplace_fit", "laplace_gaussian"]
+
+
+class LaplaceError(ValueError):
+    """The Laplace fit failed (no finite mode, or no positive-definite Hessian at one);
+    ``gradients`` is what its searches spent all the same."""
+
+    def __init__(self, message: str, gradients: int):
+        super().__init__(message)
+        self.gradients = gradients
 
 
 @compile_once
@@ -78,7 +87,8 @@ def _fit_one(log_density, z0, bar, i):
 
 def laplace_fit(log_density, starts, scale_inflation: float = 1.2):
     """:func:`laplace_gaussian` and the model gradients the fit spent (BFGS's gradient
-    evaluations from every start, and D per Hessian: one forward-over-reverse pass each)."""
+    evaluations from every start, and D per Hessian: one forward-over-reverse pass each);
+    raises :class:`LaplaceError`, carrying those gradients, when the fit fails."""
     modes, gradients = [], 0  # (mode, log density there, negative Hessian)
     # NumPy: iterating over a device array compiles a slicing program
     starts = np.atleast_2d(np.asarray(starts, dtype=jnp.result_type(float)))
@@ -103,7 +113,9 @@ def laplace_fit(log_density, starts, scale_inflation: float = 1.2):
             continue
         modes.append((mode, val, hess))
     if not modes:
-        raise ValueError("the Laplace fit found no finite mode: give initial= explicitly")
+        raise LaplaceError(
+            "the Laplace fit found no finite mode: give initial= explicitly", gradients
+        )
     modes.sort(key=lambda m: -m[1])
     comps = []
     for mode, val, hess in modes:
@@ -115,9 +127,10 @@ def laplace_fit(log_density, starts, scale_inflation: float = 1.2):
         log_mass = val + np.sum(np.log(np.diag(tril))) + 0.5 * mode.size * np.log(2 * np.pi)
         comps.append((mode, tril * scale_inflation, log_mass))
     if not comps:
-        raise ValueError(
+        raise LaplaceError(
             "the Hessian at the mode is not positive definite: the Laplace approximation "
-            "fails; give initial= explicitly"
+            "fails; give initial= explicitly",
+            gradients,
         )
     best = max(c[2] for c in comps)
     comps = [c for c in comps if c[2] > best - _MODE_MASS_RANGE]

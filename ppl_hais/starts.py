@@ -35,8 +35,8 @@ from ._names import refuse_unknown
 from .annealing import PilotOptions, survey
 from .annealing.execution import initial_sampler
 from .annealing.kernels import HAISOptions, mixed_kernel
-from .density import ModelDensity
-from .laplace import laplace_fit
+from .density import ModelDensity, improper_error
+from .laplace import LaplaceError, laplace_fit
 from .mcmc.fast_random import host_key
 from .options import INITIALS
 from .precision import float64
@@ -106,10 +106,18 @@ def _cache(model) -> dict:
 
 
 def _cached(model, name, build):
-    """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit."""
+    """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit.
+    A fit that failed is kept as its error (under ``name + "_error"``), raised again without
+    refitting."""
     cache = _cache(model)
+    if name + "_error" in cache:
+        raise cache[name + "_error"]
     if name not in cache:
-        cache[name] = build()
+        try:
+            cache[name] = build()
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
+            cache[name + "_error"] = err
+            raise
     return cache[name]
 
 
@@ -137,7 +145,11 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
             draws = initial_sampler(prior_target(model), _LAPLACE_RESTARTS)(host_key(1))
             starts = np.concatenate([starts, draws])
         log_joint = _method(model, "log_joint")
-        gaussian, gradients = laplace_fit(log_joint, starts)
+        try:
+            gaussian, gradients = laplace_fit(log_joint, starts)
+        except LaplaceError as err:  # a failed fit's searches are spent all the same
+            _cache(model)["laplace_gradients"] = err.gradients
+            raise
         _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
         return AnnealingTarget(initial=gaussian, log_density=log_joint)
 
@@ -234,26 +246,6 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", *, num_steps=10
                            pilot_options=PilotOptions.of(hais_kwargs))[:4]  # fmt: skip
 
 
-def _improper_note(model) -> str:
-    return (
-        f"variable(s) {list(model.improper)} have an improper (flat) prior: the estimate is the "
-        "likelihood integrated against that flat density taken as 1 per unit of the "
-        "unconstrained coordinate(s), an arbitrary constant. It compares only with models that "
-        "put the same flat prior on the same coordinates (the constants cancel), not with "
-        "models whose priors are proper: give the variable(s) a proper prior for a Bayes factor."
-    )
-
-
-def _improper_error(model):
-    # never guess a start for an improper prior: the user says which (DESIGN.md)
-    return ValueError(
-        f"variable(s) {list(model.improper)} have an improper prior that cannot be "
-        "sampled, so annealing cannot start from the prior: pass initial='laplace' (a "
-        "Gaussian fitted at the posterior mode), initial='vi' or initial=ph.Gaussian(mean, "
-        f"scale) over the {model.dim} unconstrained coordinates."
-    )
-
-
 def _named_candidates(model, initial):
     """{name: target} for a string ``initial`` and {name: error} for the starts that failed."""
     if initial not in NAMES:
@@ -264,7 +256,7 @@ def _named_candidates(model, initial):
             f"({getattr(model, 'discrete_names', '')}): use initial='prior' (or 'auto')"
         )
     if model.prior is None and initial in ("auto", "prior"):
-        raise _improper_error(model)
+        raise improper_error(model)
     candidates, errors = {}, {}
     if initial in ("auto", "prior"):
         candidates["prior"] = prior_target(model)

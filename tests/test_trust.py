@@ -595,3 +595,41 @@ def test_a_prior_that_works_within_its_pilot_s_noise_gives_way_only_to_a_near_ex
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)  # its pilots are the stubs above
     name, *_ = starts.choose_initial(jax.random.key(0), model, num_steps=50)
     assert seen == surveyed and name == chosen
+
+
+def test_a_failed_laplace_fit_counts_its_gradients_once_and_is_not_fitted_again(monkeypatch):
+    """A Laplace fit that fails (here a flat direction: the negative Hessian at the mode is
+    singular) still spent its BFGS searches: the error carries them, the call that tried the
+    fit counts them, and the failure is kept on the model, so the next call neither refits nor
+    counts them again."""
+    from ppl_hais.annealing.kernels import HAISOptions
+    from ppl_hais.laplace import LaplaceError, laplace_fit
+
+    with pytest.raises(LaplaceError, match="not positive definite") as err:
+        laplace_fit(lambda z: -0.5 * z[0] ** 2, np.zeros((2, 2)) + 1.0)
+    assert err.value.gradients > 0
+
+    fits = []
+
+    def failing(log_density, starts_):
+        fits.append(len(starts_))
+        raise LaplaceError("the Hessian at the mode is not positive definite", 1234)
+
+    def survey(rng_key, target, kernel, num_steps, pilot_options, desc):
+        lw = np.where(np.arange(64) < 2, 0.0, -np.inf)  # ESS 2: the prior does not work
+        return type("Pilot", (), {"log_weights": lw, "outside": 0.0})(), 100
+
+    monkeypatch.setattr(starts, "laplace_fit", failing)
+    monkeypatch.setattr(starts, "_survey", survey)
+    monkeypatch.setattr(starts, "_vi_candidates", lambda m: {})
+    model = Regression(np.ones((3, 2)), np.ones(3), 1.0)
+    options = dict(num_steps=50, kernel_options=HAISOptions.of({}),
+                   pilot_options=PilotOptions.of({}))  # fmt: skip
+    first = starts._choose_initial(jax.random.key(0), model, "auto", **options)
+    second = starts._choose_initial(jax.random.key(0), model, "auto", **options)
+    assert first[0] == second[0] == "prior" and set(first[3]) == {"prior"}
+    assert (first[4], second[4]) == (100 + 1234, 100)
+    assert len(fits) == 1
+    with pytest.raises(LaplaceError):  # initial="laplace" says why, without refitting
+        starts.laplace_target(model)
+    assert len(fits) == 1

@@ -24,6 +24,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .. import diagnostics
+from ..density import improper_note
 from ..estimators import chain_ess, split_rhat
 from ..precision import float64
 from ..target import Gaussian, StudentT
@@ -262,7 +263,6 @@ def bridge_evidence(
     """
     from ..annealing.bias import reverse_anneal
     from ..evidence import evidence
-    from ..starts import _improper_note
 
     key_bridge, key_fwd, key_rev = jax.random.split(rng_key, 3)
     result = bridge(key_bridge, model.log_joint, draws, method=method, diverging=diverging)
@@ -284,5 +284,5 @@ def bridge_evidence(
         result = dataclasses.replace(result, cross_check=cc, checks=checks)
     diagnostics.warn(checks, "log evidence (bridge sampling)")
     if getattr(model, "improper", ()):
-        warnings.warn(_improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
+        warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
     return result
