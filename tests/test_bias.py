@@ -19,6 +19,7 @@ from ppl_hais.annealing.bias import (
     check_bias,
     needs_check,
     reverse_anneal,
+    suspect_khat,
     suspect_outside,
 )
 from ppl_hais.annealing.pilot import survey
@@ -187,6 +188,26 @@ def test_auto_checks_a_lag_only_where_particles_reached_past_the_start():
     # any chain's reason checks the pooled run
     assert needs_check([dataclasses.replace(lagging, outside_initial=0.0),
                         dataclasses.replace(lagging, outside_initial=0.03)])  # fmt: skip
+
+
+def test_auto_checks_a_khat_only_beyond_its_own_noise():
+    """k̂ is fitted to the 3√P largest weights, so its SD is about (1 + k)/√(3√P): 0.16 at 512
+    particles. At a flat 0.3 the 5-D regression's default calls were checked on 1 and 3 of 20
+    for k̂ of 0.32-0.39, all right, two of them climbing a rung for a check whose SE could not
+    bound the bias; 'auto' now asks 0.3 plus one SD of k̂ there, less the more particles."""
+    rng = np.random.default_rng(0)
+    tailed = _result(rng.normal(0.0, 0.5, size=512))  # a tail k̂ applies to, no check failed
+    assert not tailed.checks
+    assert estimators.max_relative_weight(tailed.log_weights) > diagnostics.BOUNDED_WEIGHT
+    bound = suspect_khat(512)
+    assert 0.45 < bound < 0.47 and suspect_khat(1000) < bound and suspect_khat(4000) < 0.4
+    assert not needs_check([dataclasses.replace(tailed, pareto_k=0.39)])
+    assert needs_check([dataclasses.replace(tailed, pareto_k=0.5)])
+    wide = _result(rng.normal(0.0, 0.5, size=4000))
+    assert needs_check([dataclasses.replace(wide, pareto_k=0.42)])
+    assert not needs_check([dataclasses.replace(tailed, pareto_k=0.42)])
+    bounded = _result(rng.normal(0.0, 0.01, size=512))  # no tail: k̂ says nothing
+    assert not needs_check([dataclasses.replace(bounded, pareto_k=0.9)])
 
 
 def test_bias_check_is_skipped_when_asked_and_validated():
