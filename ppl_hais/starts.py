@@ -37,7 +37,7 @@ from .annealing.bias import suspect_outside
 from .annealing.execution import initial_sampler
 from .annealing.kernels import HAISOptions, mixed_kernel
 from .density import ModelDensity, improper_error
-from .laplace import LaplaceError, laplace_fit
+from .laplace import laplace_fit
 from .mcmc.fast_random import host_key
 from .options import INITIALS
 from .precision import float64
@@ -112,7 +112,8 @@ def _cache(model) -> dict:
 def _cached(model, name, build):
     """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit.
     A fit that failed is kept as its error (under ``name + "_error"``), raised again without
-    refitting."""
+    refitting; what it spent (``LaplaceError.gradients``, ``VIError.gradients``) is counted by
+    the call that tried it."""
     cache = _cache(model)
     if name + "_error" in cache:
         raise cache[name + "_error"]
@@ -121,6 +122,8 @@ def _cached(model, name, build):
             cache[name] = build()
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
             cache[name + "_error"] = err
+            if hasattr(err, "gradients"):  # a failed fit's gradients, counted by its call
+                cache[name + "_gradients"] = err.gradients
             raise
     return cache[name]
 
@@ -149,11 +152,7 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
             draws = initial_sampler(prior_target(model), _LAPLACE_RESTARTS)(host_key(1))
             starts = np.concatenate([starts, draws])
         log_joint = _method(model, "log_joint")
-        try:
-            gaussian, gradients = laplace_fit(log_joint, starts)
-        except LaplaceError as err:  # a failed fit's searches are spent all the same
-            _cache(model)["laplace_gradients"] = err.gradients
-            raise
+        gaussian, gradients = laplace_fit(log_joint, starts)  # LaplaceError: _cached counts
         _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
         return AnnealingTarget(initial=gaussian, log_density=log_joint)
 

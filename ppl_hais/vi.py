@@ -63,7 +63,12 @@ _MIN_STEP = 1.0 / 1024  # ρ below which the fit stops: no step raises the ELBO 
 
 
 class VIError(ValueError):
-    """The variational fit could not start or diverged (a NaN or infinite ELBO)."""
+    """The variational fit could not start or diverged (a NaN or infinite ELBO);
+    ``gradients`` is what it spent all the same (the draws its first ELBO evaluated)."""
+
+    def __init__(self, message: str, gradients: int = 0):
+        super().__init__(message)
+        self.gradients = gradients
 
 
 class VIFit(NamedTuple):
@@ -144,7 +149,8 @@ def _natural(log_density, mean, tril, draws, second_moment, *, diagonal, h0, tol
     if not np.isfinite(elbo):
         raise VIError(
             "the ELBO is not finite at the fit's start (the log density or its gradient is "
-            "NaN or infinite at some of its draws)"
+            "NaN or infinite at some of its draws)",
+            draws.shape[0],
         )
     trace, iterations, rho, converged = [elbo], 1, 1.0, False
     while iterations < max_iter:
@@ -199,7 +205,7 @@ def _adam(log_density, mean, tril, draws, *, diagonal, h0, tol, max_iter, learni
         elbo = float(elbo) + h0
         if not np.isfinite(elbo):
             if it == 1:
-                raise VIError("the ELBO is not finite at the fit's start")
+                raise VIError("the ELBO is not finite at the fit's start", draws.shape[0])
             break
         trace.append(elbo)
         if elbo > best + tol:

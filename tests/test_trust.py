@@ -635,6 +635,39 @@ def test_a_failed_laplace_fit_counts_its_gradients_once_and_is_not_fitted_again(
     assert len(fits) == 1
 
 
+def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypatch):
+    """A variational fit whose ELBO is not finite at its start still evaluated its first
+    batch of draws: ``VIError`` carries them, the call that tried the fit counts them beside
+    the Laplace fit's gradients, and neither fit is made or counted again by the next call."""
+    from ppl_hais.annealing.kernels import HAISOptions
+    from ppl_hais.vi import VIError, fit_vi
+
+    fits = []
+
+    def failing(rng_key, log_density, *args, **kwargs):  # the model's density NaN everywhere
+        fits.append(kwargs.get("family"))
+        return fit_vi(rng_key, lambda z: jnp.nan * jnp.sum(z), *args, **kwargs)
+
+    def survey(rng_key, target, kernel, num_steps, pilot_options, desc):
+        lw = np.where(np.arange(64) < 2, 0.0, -np.inf)  # ESS 2: every start fails its pilot
+        return type("Pilot", (), {"log_weights": lw, "outside": 0.0})(), 100
+
+    monkeypatch.setattr(starts, "fit_vi", failing)
+    monkeypatch.setattr(starts, "_survey", survey)
+    model = Regression(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.ones(3), 1.0)  # 1 mode
+    options = dict(num_steps=50, kernel_options=HAISOptions.of({}),
+                   pilot_options=PilotOptions.of({}))  # fmt: skip
+    first = starts._choose_initial(jax.random.key(0), model, "auto", **options)
+    second = starts._choose_initial(jax.random.key(0), model, "auto", **options)
+    assert set(first[3]) == set(second[3]) == {"prior", "laplace"}  # no VI start piloted
+    laplace = starts._cache(model)["laplace_gradients"]
+    assert laplace > 0 and (first[4], second[4]) == (200 + laplace + 64, 200)  # 64 draws
+    assert fits == ["gaussian"]
+    with pytest.raises(VIError, match="not finite") as err:  # initial="vi" says why, unfitted
+        starts.vi_target(model)
+    assert err.value.gradients == 64 and fits == ["gaussian"]
+
+
 @pytest.mark.parametrize("equal, outside, surveyed", [
     (62, 7 / 64, ["prior"]),
     (62, 8 / 64, ["prior"]),
