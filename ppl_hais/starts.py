@@ -121,9 +121,11 @@ def _cached(model, name, build):
         try:
             cache[name] = build()
         except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
-            cache[name + "_error"] = err
-            if hasattr(err, "gradients"):  # a failed fit's gradients, counted by its call
+            # a failed fit's gradients, counted by its call, once: the Student-t fit builds on
+            # the Gaussian one and raises its error again
+            if hasattr(err, "gradients") and not any(v is err for v in cache.values()):
                 cache[name + "_gradients"] = err.gradients
+            cache[name + "_error"] = err
             raise
     return cache[name]
 

@@ -666,6 +666,12 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     with pytest.raises(VIError, match="not finite") as err:  # initial="vi" says why, unfitted
         starts.vi_target(model)
     assert err.value.gradients == 64 and fits == ["gaussian"]
+    # the Student-t fit starts from the Gaussian one: its failure is counted once, not twice
+    fresh = Regression(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.ones(3), 1.0)
+    with pytest.warns(UserWarning, match="falling back"):
+        starts._choose_initial(jax.random.key(0), fresh, "student_t", **options)
+    spent = {k: v for k, v in starts._cache(fresh).items() if k.endswith("_gradients")}
+    assert spent.get("vi_gradients") == 64 and "student_t_gradients" not in spent
 
 
 @pytest.mark.parametrize("equal, outside, surveyed", [
