@@ -38,6 +38,10 @@ __all__ = [
 ]
 
 _GAMMA, _T0, _KAPPA = 0.05, 10.0, 0.75  # Hoffman & Gelman (2014) dual averaging constants
+# a coordinate whose gradient's variance over a window is at most this fraction of its mean's
+# square had a linear log density there (a Laplace's gradient is exactly ±1/b within an
+# orthant: the variance is 0); MEADS's sqrt(Var x / Var ∇) is then unbounded
+LINEAR = 1e-6
 
 
 class AdaptationState(NamedTuple):
@@ -123,7 +127,11 @@ def adaptation_update(
     # at a window's end: sqrt(Var x / Var ∇), shrunk toward 1e-3 as Stan shrinks its variance
     var_x = m2 / jnp.maximum(n - 1.0, 1.0)
     var_g = g_m2 / jnp.maximum(n - 1.0, 1.0)
-    scale = jnp.sqrt(var_x / jnp.maximum(var_g, 1e-300))
+    # a gradient that did not vary over the window (a log density linear there: a Laplace
+    # prior's orthant, a flat stretch) says nothing of the curvature, and sqrt(Var x / ~0)
+    # sent a Laplace's chains to |x| ~ 1e150: Stan's Var x there
+    flat = var_g <= LINEAR * g_mean**2
+    scale = jnp.where(flat, var_x, jnp.sqrt(var_x / jnp.maximum(var_g, 1e-300)))
     scale = jnp.where(jnp.isfinite(scale) & (scale > 0), scale, 1e-3)
     scale = (n / (n + 5.0)) * scale + 1e-3 * (5.0 / (n + 5.0))
     inverse_mass = jnp.where(ends_window, scale, state.inverse_mass)
