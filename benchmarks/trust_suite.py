@@ -25,7 +25,13 @@ Two modes:
   BlackJAX's adaptive tempered SMC on the same log prior and likelihood instead
   (docs/trust_suite_blackjax.md; ``suite_ratios.py`` sets the two side by side).
 
+``--models heldout`` runs ``benchmarks/trust_heldout.py``'s eleven targets (Gaussians, Cauchy,
+Student-t, funnels, a Laplace; no threshold was chosen on them) through the same default calls
+(docs/trust_suite_heldout_models.md).
+
     python benchmarks/trust_suite.py --seeds 20 --out docs/trust_suite.md
+    python benchmarks/trust_suite.py --models heldout --seeds 10 --first-seed 100 \
+        --out docs/trust_suite_heldout_models.md --runs docs/trust_suite_heldout_models_runs.json
 """
 
 from __future__ import annotations
@@ -231,6 +237,45 @@ def cases():
     }
 
 
+def student_logpdf(nu):
+    one = special.gammaln(nu / 2) + 0.5 * math.log(nu * math.pi) - special.gammaln((nu + 1) / 2)
+    return lambda m, z: m.sum(-(nu + 1) / 2 * m.log1p(z * z / nu)) - z.shape[0] * one
+
+
+def laplace_logpdf(b):
+    return lambda m, z: -m.sum(abs(z)) / b - z.shape[0] * math.log(2 * b)
+
+
+def scaled_funnel_logpdf(sd_v):
+    def logpdf(m, z):  # v ~ N(0, sd_v²), x_i | v ~ N(0, eᵛ)
+        v, x, dim = z[0], z[1:], z.shape[0]
+        return (-0.5 * (v / sd_v) ** 2 - 0.5 * m.sum(x * x) * m.exp(-v) - 0.5 * (dim - 1) * v
+                - 0.5 * dim * LOG2PI - math.log(sd_v))  # fmt: skip
+
+    return logpdf
+
+
+def heldout_cases():
+    """``benchmarks/trust_heldout.py``'s eleven targets (normalized: exact log Z = 0), each a
+    potential on a N(0, I) prior as there: models no threshold of the checks was chosen on."""
+    return {
+        "Gaussian 10-D, sd 3": potential_case(lambda m, z: normal_logpdf(m, z, 3.0), 10, 1.0),
+        "Gaussian 10-D, sd 10": potential_case(lambda m, z: normal_logpdf(m, z, 10.0), 10, 1.0),
+        "Gaussian 50-D, sd 3": potential_case(lambda m, z: normal_logpdf(m, z, 3.0), 50, 1.0),
+        "Gaussian 20-D, sd 0.1": potential_case(lambda m, z: normal_logpdf(m, z, 0.1), 20, 1.0),
+        "Cauchy 10-D": potential_case(student_logpdf(1.0), 10, 1.0),
+        "Student-t 10-D, ν = 3": potential_case(student_logpdf(3.0), 10, 1.0),
+        "Student-t 10-D, ν = 10": potential_case(student_logpdf(10.0), 10, 1.0),
+        "Student-t 30-D, ν = 2": potential_case(student_logpdf(2.0), 30, 1.0),
+        "funnel 5-D, sd(v) = 2": potential_case(scaled_funnel_logpdf(2.0), 5, 1.0),
+        "funnel 20-D, sd(v) = 3": potential_case(scaled_funnel_logpdf(3.0), 20, 1.0),
+        "Laplace 20-D, b = 2": potential_case(laplace_logpdf(2.0), 20, 1.0),
+    }
+
+
+MODEL_SETS = {"suite": cases, "heldout": heldout_cases}
+
+
 # -- running ------------------------------------------------------------------------------------
 def target_of(case, adapter, key):
     """The adapter's translation of the model (what its default call anneals)."""
@@ -266,7 +311,8 @@ def collect(args):
     from ppl_hais.evidence import evidence
 
     out = []
-    for (name, case), adapter in itertools.product(cases().items(), args.adapters):
+    models = MODEL_SETS[args.models]()
+    for (name, case), adapter in itertools.product(models.items(), args.adapters):
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
         for seed in range(args.seeds):
@@ -368,7 +414,8 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False, num_ste
 
 def report(args):
     rows, every = [], []
-    for (name, case), adapter in itertools.product(cases().items(), args.adapters):
+    models = MODEL_SETS[args.models]()
+    for (name, case), adapter in itertools.product(models.items(), args.adapters):
         if args.only and not any(o in name for o in args.only.split(",")):
             continue
         runs = []
@@ -449,7 +496,8 @@ def write(args, rows):
         + ", bias_check='auto')"
     )
     lines = [
-        "# Issue 29's trust suite: hard-but-ordinary models"
+        ("# Issue 29's trust suite: hard-but-ordinary models" if args.models == "suite"
+         else "# Issue 29's trust suite on held-out models (benchmarks/trust_heldout.py's)")
         + (", BlackJAX's adaptive tempered SMC" if smc
            else f" through both adapters at num_steps={args.num_steps}" if args.num_steps
            else " through both adapters' defaults"),  # fmt: skip
@@ -511,6 +559,8 @@ def main():
                    help="local_steps=True (per-particle step sizes; docs/local_steps.md)")
     p.add_argument("--num-steps", type=int, default=None,
                    help="a fixed number of temperatures (no ladder) instead of the default")
+    p.add_argument("--models", default="suite", choices=sorted(MODEL_SETS),
+                   help="the suite's eight models, or trust_heldout.py's eleven targets")
     p.add_argument("--adapters", default="numpyro,pymc",
                    help="numpyro, pymc, blackjax, blackjax-long (adaptive tempered SMC; no checks)")
     args = p.parse_args()
