@@ -27,11 +27,16 @@ Two modes:
 
 ``--models heldout`` runs ``benchmarks/trust_heldout.py``'s eleven targets (Gaussians, Cauchy,
 Student-t, funnels, a Laplace; no threshold was chosen on them) through the same default calls
-(docs/trust_suite_heldout_models.md).
+(docs/trust_suite_heldout_models.md); ``--models ppl`` six two-parameter models written with
+each PPL's own distributions (a Bayesian lasso, Poisson and near-separable logistic regressions,
+Student-t and Cauchy location-scale models, a label-switching mixture), exact by quadrature
+(docs/trust_suite_heldout_ppl.md).
 
     python benchmarks/trust_suite.py --seeds 20 --out docs/trust_suite.md
     python benchmarks/trust_suite.py --models heldout --seeds 10 --first-seed 100 \
         --out docs/trust_suite_heldout_models.md --runs docs/trust_suite_heldout_models_runs.json
+    python benchmarks/trust_suite.py --models ppl --seeds 10 --first-seed 200 \
+        --out docs/trust_suite_heldout_ppl.md --runs docs/trust_suite_heldout_ppl_runs.json
 """
 
 from __future__ import annotations
@@ -273,7 +278,149 @@ def heldout_cases():
     }
 
 
-MODEL_SETS = {"suite": cases, "heldout": heldout_cases}
+def grid_log_z(log_joint, a_lim, b_lim, n=2401):
+    """log ∫∫ exp(log_joint(a, b)) da db on an n × n grid (the integrand falls by over 25 nats
+    at the grid's edges, checked; the six models below agree to 1e-5 nat at n = 3201)."""
+    a, b = np.linspace(*a_lim, n), np.linspace(*b_lim, n)
+    lj = log_joint(*np.meshgrid(a, b, indexing="ij"))
+    assert max(lj[0].max(), lj[-1].max(), lj[:, 0].max(), lj[:, -1].max()) < lj.max() - 25
+    return float(special.logsumexp(lj) + np.log((a[1] - a[0]) * (b[1] - b[0])))
+
+
+def two_parameter_case(log_joint, limits, numpyro_model, data, pymc_model):
+    return dict(numpyro=(numpyro_model, tuple(jnp.asarray(d) for d in data)), pymc=pymc_model,
+                exact=grid_log_z(log_joint, *limits), chains=1, jax=None)  # fmt: skip
+
+
+def ppl_cases():
+    """Six two-parameter models written with each PPL's own distributions (no potentials:
+    constrained sites, transforms, mixtures as users write them), exact by quadrature."""
+    import numpyro
+    import numpyro.distributions as dist
+    import pymc as pm
+
+    rng = np.random.default_rng(11)
+    xl = rng.normal(size=(20, 2))
+    yl = xl @ np.array([1.0, 0.0]) + rng.normal(size=20)
+    xp = rng.normal(size=30)
+    yp = rng.poisson(np.exp(0.5 + 0.7 * xp))
+    yr = np.concatenate([rng.normal(1.0, 1.0, 14), [12.0]])  # one outlier
+    xs = np.linspace(-2, 2, 16)
+    ys = (xs > 0.1).astype(int)
+    ys[3] = 1  # one point short of separable
+    yc = np.concatenate([rng.normal(-3.0, 0.3, 6), rng.normal(3.0, 0.3, 6)])
+    ym = np.concatenate([rng.normal(2.0, 1.0, 14), rng.normal(-2.0, 1.0, 6)])
+
+    def lasso(a, b):
+        r = yl - (a[..., None] * xl[:, 0] + b[..., None] * xl[:, 1])
+        return stats.laplace.logpdf(a) + stats.laplace.logpdf(b) + stats.norm.logpdf(r).sum(-1)
+
+    def lasso_np(x, y):
+        w = numpyro.sample("w", dist.Laplace(0.0, 1.0).expand([2]).to_event(1))
+        numpyro.sample("y", dist.Normal(x @ w, 1.0).to_event(1), obs=y)
+
+    def lasso_pm():
+        with pm.Model() as m:
+            pm.Normal("y", pm.math.dot(xl, pm.Laplace("w", 0.0, 1.0, shape=2)), 1.0, observed=yl)
+        return m
+
+    def poisson(a, b):
+        eta = a[..., None] + b[..., None] * xp
+        return (stats.norm.logpdf(a) + stats.norm.logpdf(b)
+                + (yp * eta - np.exp(eta) - special.gammaln(yp + 1)).sum(-1))  # fmt: skip
+
+    def poisson_np(x, y):
+        a, b = numpyro.sample("a", dist.Normal(0, 1)), numpyro.sample("b", dist.Normal(0, 1))
+        numpyro.sample("y", dist.Poisson(jnp.exp(a + b * x)).to_event(1), obs=y)
+
+    def poisson_pm():
+        with pm.Model() as m:
+            a, b = pm.Normal("a", 0, 1), pm.Normal("b", 0, 1)
+            pm.Poisson("y", pm.math.exp(a + b * xp), observed=yp)
+        return m
+
+    def location_scale(y, lik):  # mu ~ N(0, 5²), s ~ HalfNormal(2), on (mu, log s)
+        def log_joint(mu, log_s):
+            s = np.exp(log_s)
+            return (stats.norm.logpdf(mu, 0, 5) + stats.halfnorm.logpdf(s, scale=2) + log_s
+                    + lik(y, mu[..., None], s[..., None]).sum(-1))  # fmt: skip
+
+        return log_joint
+
+    def student_np(y):
+        mu, s = numpyro.sample("mu", dist.Normal(0, 5)), numpyro.sample("s", dist.HalfNormal(2))
+        numpyro.sample("y", dist.StudentT(3.0, mu, s).expand([y.shape[0]]).to_event(1), obs=y)
+
+    def student_pm():
+        with pm.Model() as m:
+            mu, s = pm.Normal("mu", 0, 5), pm.HalfNormal("s", 2.0)
+            pm.StudentT("y", nu=3, mu=mu, sigma=s, observed=yr)
+        return m
+
+    def cauchy_np(y):
+        mu, s = numpyro.sample("mu", dist.Normal(0, 5)), numpyro.sample("s", dist.HalfNormal(2))
+        numpyro.sample("y", dist.Cauchy(mu, s).expand([y.shape[0]]).to_event(1), obs=y)
+
+    def cauchy_pm():
+        with pm.Model() as m:
+            mu, s = pm.Normal("mu", 0, 5), pm.HalfNormal("s", 2.0)
+            pm.Cauchy("y", alpha=mu, beta=s, observed=yc)
+        return m
+
+    def logistic(a, b):
+        eta = a[..., None] + b[..., None] * xs
+        return (stats.norm.logpdf(a, 0, 2.5) + stats.norm.logpdf(b, 0, 2.5)
+                + (ys * eta - np.logaddexp(0, eta)).sum(-1))  # fmt: skip
+
+    def logistic_np(x, y):
+        a, b = numpyro.sample("a", dist.Normal(0, 2.5)), numpyro.sample("b", dist.Normal(0, 2.5))
+        numpyro.sample("y", dist.Bernoulli(logits=a + b * x).to_event(1), obs=y)
+
+    def logistic_pm():
+        with pm.Model() as m:
+            a, b = pm.Normal("a", 0, 2.5), pm.Normal("b", 0, 2.5)
+            pm.Bernoulli("y", logit_p=a + b * xs, observed=ys)
+        return m
+
+    def mixture(logit_w, mu):  # w ~ Beta(1, 1) on the logit scale, mu ~ N(0, 3²)
+        w = special.expit(logit_w)
+        lik = np.logaddexp(np.log(w)[..., None] + stats.norm.logpdf(ym, mu[..., None], 1),
+                           np.log1p(-w)[..., None] + stats.norm.logpdf(ym, -mu[..., None], 1))
+        return lik.sum(-1) + stats.norm.logpdf(mu, 0, 3) + np.log(w) + np.log1p(-w)
+
+    def mixture_np(y):
+        w, mu = numpyro.sample("w", dist.Beta(1, 1)), numpyro.sample("mu", dist.Normal(0, 3))
+        mix = dist.MixtureSameFamily(dist.Categorical(probs=jnp.stack([w, 1 - w])),
+                                     dist.Normal(jnp.stack([mu, -mu]), 1.0))  # fmt: skip
+        numpyro.sample("y", mix.expand([y.shape[0]]).to_event(1), obs=y)
+
+    def mixture_pm():
+        with pm.Model() as m:
+            w, mu = pm.Beta("w", 1, 1), pm.Normal("mu", 0, 3)
+            pm.NormalMixture("y", w=pm.math.stack([w, 1 - w]), mu=pm.math.stack([mu, -mu]),
+                             sigma=1.0, observed=ym)  # fmt: skip
+        return m
+
+    t3 = lambda y, mu, s: stats.t.logpdf(y, 3, mu, s)  # noqa: E731
+    return {
+        "Bayesian lasso 2-D": two_parameter_case(
+            lasso, ((-3, 4), (-3, 3)), lasso_np, (xl, yl), lasso_pm),
+        "Poisson regression 2-D": two_parameter_case(
+            poisson, ((-2, 3), (-2, 3)), poisson_np, (xp, yp), poisson_pm),
+        "Student-t location-scale, an outlier": two_parameter_case(
+            location_scale(yr, t3), ((-6, 8), (-5, 3.5)), student_np, (yr,),
+            student_pm),
+        "Cauchy location-scale, two clusters": two_parameter_case(
+            location_scale(yc, stats.cauchy.logpdf), ((-22, 22), (-7, 3.5)),
+            cauchy_np, (yc,), cauchy_pm),
+        "logistic regression, near-separable": two_parameter_case(
+            logistic, ((-14, 14), (-6, 26)), logistic_np, (xs, ys), logistic_pm),
+        "two-component mixture, label switching": two_parameter_case(
+            mixture, ((-12, 12), (-10, 10)), mixture_np, (ym,), mixture_pm),
+    }  # fmt: skip
+
+
+MODEL_SETS = {"suite": cases, "heldout": heldout_cases, "ppl": ppl_cases}
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -496,8 +643,10 @@ def write(args, rows):
         + ", bias_check='auto')"
     )
     lines = [
-        ("# Issue 29's trust suite: hard-but-ordinary models" if args.models == "suite"
-         else "# Issue 29's trust suite on held-out models (benchmarks/trust_heldout.py's)")
+        {"suite": "# Issue 29's trust suite: hard-but-ordinary models",
+         "heldout": "# Issue 29's trust suite on held-out models (benchmarks/trust_heldout.py's)",
+         "ppl": "# Issue 29's trust suite on held-out two-parameter models in each PPL's terms",
+         }[args.models]
         + (", BlackJAX's adaptive tempered SMC" if smc
            else f" through both adapters at num_steps={args.num_steps}" if args.num_steps
            else " through both adapters' defaults"),  # fmt: skip
@@ -560,7 +709,8 @@ def main():
     p.add_argument("--num-steps", type=int, default=None,
                    help="a fixed number of temperatures (no ladder) instead of the default")
     p.add_argument("--models", default="suite", choices=sorted(MODEL_SETS),
-                   help="the suite's eight models, or trust_heldout.py's eleven targets")
+                   help="the suite's eight models, trust_heldout.py's eleven targets, or six "
+                   "two-parameter models in each PPL's own distributions")
     p.add_argument("--adapters", default="numpyro,pymc",
                    help="numpyro, pymc, blackjax, blackjax-long (adaptive tempered SMC; no checks)")
     args = p.parse_args()
