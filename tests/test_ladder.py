@@ -271,6 +271,13 @@ def test_remaining_gap_reads_the_trajectory():
     slipped = (flat[0]._replace(lag=0.31, outside=0.90), far[1]._replace(lag=0.249))
     assert unsizable(slipped) and shortfall(slipped) == float("inf")
     assert not unsizable(far[:1] + (far[1]._replace(checks=()),))
+    # a held-out 30-D Student-t, right on every run (stop 63): its 250-temperature rung lagged
+    # 0.28, its later rungs 0.12-0.22; a short first rung's lag is no sign of unreached tails,
+    # but a last rung's is, however short
+    first = Rung(250, -1.1, 0.02, ("lag",), nan, 5, 0.05, lag=0.28, outside=0.91)
+    settling = (first, far[0]._replace(lag=0.13, outside=0.92), far[1]._replace(lag=0.17))
+    assert not unsizable(settling) and np.isfinite(shortfall(settling))
+    assert unsizable((first,)) and unsizable((first, settling[1]._replace(lag=0.25)))
     bias = flat[:1] + (flat[1]._replace(bias_gap=0.3),)
     assert (  # the gap, doubled: MCMC draws that miss mass too make it smaller
         shortfall(bias) == pytest.approx(0.6)
