@@ -19,7 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-__all__ = ["ModelDensity", "SplitDensity", "improper_error", "improper_note"]
+import numpy as np
+
+__all__ = ["ModelDensity", "SplitDensity", "improper_error", "improper_note",
+           "outside_support_note"]
 
 
 class ModelDensity(Protocol):
@@ -76,4 +79,20 @@ def improper_error(model) -> ValueError:
         "sampled, so annealing cannot start from the prior: pass initial='laplace' (a "
         "Gaussian fitted at the posterior mode), initial='vi' or initial=ph.Gaussian(mean, "
         f"scale) over the {model.dim} unconstrained coordinates."
+    )
+
+
+def outside_support_note(bad: int, num: int) -> str:
+    """Why ``initial="auto"`` set the prior aside, and what the estimate then means."""
+    kept = (num - bad) / num
+    return (
+        f"initial='auto' set the model's prior aside as a start: {bad} of {num} of its draws "
+        "lie outside the support of the model's density (their log density is not finite), as "
+        "when a transform restricts a variable's support (PyMC's ordered), which drawing from "
+        "the prior does not apply; it anneals from a fitted start instead. The model's density "
+        "restricts the prior to that support without renormalizing it, and the estimate is its "
+        f"integral: the prior keeps about {kept:.2f} of its mass there ({num - bad} of {num} "
+        "draws), so with the prior renormalized on that support the log evidence would be about "
+        f"{-np.log(max(kept, 1 / num)):.2f} {'higher' if kept > 0 else 'or more higher'} (for K "
+        "exchangeable ordered coordinates exactly log K!)."
     )

@@ -30,11 +30,28 @@ from .diagnostics import (
 )
 from .estimators import excess, max_relative_weight, systematic
 
-__all__ = ["AISResult", "AnnealingTrace", "AnnealingError", "log_mean_exp_se"]
+__all__ = ["AISResult", "AnnealingTrace", "AnnealingError", "InitialSupportError",
+           "log_mean_exp_se"]
 
 
 class AnnealingError(RuntimeError):
     """An annealing run that cannot give an estimate (e.g. every weight is zero)."""
+
+
+class InitialSupportError(AnnealingError):
+    """Draws of the initial distribution where its log density is not finite (``bad`` of
+    ``num``): outside the support of the model's density, e.g. a prior drawn without the
+    transform that restricts its support (PyMC's ``ordered``)."""
+
+    def __init__(self, bad: int, num: int):
+        super().__init__(
+            f"{bad} of {num} draws from the initial distribution have a non-finite initial log "
+            "density (NaN/inf): the initial distribution's log_density must be finite wherever "
+            "it samples. For a model's prior: check its parameters, or a transform that "
+            "restricts a variable's support, such as PyMC's ordered, which drawing from the "
+            "prior does not apply; initial='auto' or 'laplace' then anneals from a fitted start."
+        )
+        self.bad, self.num = int(bad), int(num)
 
 
 class AnnealingTrace(NamedTuple):

@@ -36,11 +36,12 @@ from .annealing import PilotOptions, survey
 from .annealing.bias import suspect_outside
 from .annealing.execution import initial_sampler
 from .annealing.kernels import HAISOptions, mixed_kernel
-from .density import ModelDensity, improper_error
+from .density import ModelDensity, improper_error, outside_support_note
 from .laplace import laplace_fit
 from .mcmc.fast_random import host_key
 from .options import INITIALS
 from .precision import float64
+from .result import InitialSupportError
 from .target import AnnealingTarget, Gaussian
 from .vi import fit_vi
 
@@ -226,23 +227,16 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", *, num_steps=10
     and the pilot's options of :func:`ppl_hais.hais` (:class:`HAISOptions`,
     :class:`~ppl_hais.annealing.PilotOptions`), for a main run of ``num_steps`` temperatures.
 
-    ``"auto"`` pilots the prior first (a discarded pilot run, the one the main run would make
-    anyway). A prior whose pilot reaches a third of its particles in importance ESS
-    (``PRIOR_WORKS``), with fewer than 10% of them ending outside its central 95% (or, where
-    its ESS is ``NEAR_EXACT``, within the noise of the 5% its own draws leave), is kept and
-    nothing is fitted: its path keeps all of the prior's mass, which a mode-seeking fit can miss
-    without its ESS showing it (a funnel's neck), and the Laplace fit and its pilot would cost
-    11% more gradients than the main run's first rung for nothing (measured on a regression,
-    eight schools and a logistic regression, whose priors all work); within the ESS's SE of
-    that, only a Laplace pilot of ``NEAR_EXACT`` replaces it. Otherwise the Laplace
-    Gaussian is piloted too and the start with the larger pilot ESS wins, a fit only by more
-    than ``FIT_BEATS`` jackknife SEs of the difference (the prior otherwise): a
-    vague prior over many data has a pilot ESS near 1 and the Laplace start near the pilot's
-    size; a hierarchical model whose mode is at the edge fails the fit or anneals worse from it
-    and keeps the prior. When neither reaches half the pilot's particles, the natural-gradient
-    VI fits (a Gaussian, a Student-t) are piloted too (not when the Laplace fit found several
-    modes: a one-mode fit would anneal within one of them). ``"vi"`` and ``"student_t"`` use
-    those fits alone (falling back to ``"auto"`` with a warning when the fit fails).
+    ``"auto"`` pilots the prior first (the pilot the main run needs anyway) and keeps it, fitting
+    nothing, when its pilot reaches ``PRIOR_WORKS`` of its particles in importance ESS with
+    fewer than 10% ending outside its central 95% (or, at ``NEAR_EXACT``, within the noise of
+    the 5% its own draws leave): a mode-seeking fit can miss mass (a funnel's neck) without its
+    ESS showing it. Otherwise the Laplace Gaussian is piloted too and wins by more than
+    ``FIT_BEATS`` jackknife SEs of the ESS difference; when neither reaches ``VI_BELOW``, the
+    natural-gradient VI fits (a Gaussian, a Student-t) are piloted as well (not when the
+    Laplace fit found several modes). A prior drawn outside the model's support (PyMC's
+    ``ordered`` transform) is set aside with a warning. ``"vi"`` and ``"student_t"`` use those
+    fits alone (falling back to ``"auto"`` with a warning when the fit fails).
     """
     known = HAISOptions._fields + PilotOptions._fields
     refuse_unknown({k: v for k, v in hais_kwargs.items() if k not in known}, "choose_initial",
@@ -344,12 +338,10 @@ def _beats(fit, prior) -> bool:
 
 @float64
 def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot_options):
-    """:func:`choose_initial` and the model gradients it spent (its pilots, and the fits this
-    call made)."""
+    """:func:`choose_initial` and the model gradients it spent (its pilots, the fits it made)."""
     fitted_before = {k for k in _cache(model) if k.endswith("_gradients")}
     if isinstance(initial, str):
-        # auto pilots the prior first: a prior that works is kept whatever a fit reaches, so
-        # the Laplace fit and its pilot are made only where it does not
+        # auto pilots the prior first: the Laplace fit is made only where the prior fails
         candidates, _ = _named_candidates(model, "prior" if initial == "auto" else initial)
     else:
         if discrete(model):
@@ -360,18 +352,25 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
             )
         candidates = {"user": _user_target(model, initial)}
     kernel = transition(model, kernel_options)  # the main run's: the pilot tunes for it
-    choice, pilots, gradients = {}, {}, 0
+    choice, pilots, gradients, outside = {}, {}, 0, None
 
-    def pilot(names):
-        nonlocal gradients
-        for name in names:
-            pilots[name], used = _survey(rng_key, candidates[name], kernel, num_steps,
-                                         pilot_options, f"pilot ({name})")  # fmt: skip
+    def pilot(more):
+        nonlocal gradients, outside
+        candidates.update(more)
+        for name in more:
+            try:
+                pilots[name], used = _survey(rng_key, candidates[name], kernel, num_steps,
+                                             pilot_options, f"pilot ({name})")  # fmt: skip
+            except InitialSupportError as err:  # auto: a prior drawn outside the support
+                if name != "prior" or initial != "auto" or discrete(model):
+                    raise
+                outside = err
+                continue
             choice[name] = diagnostics.importance_ess(pilots[name].log_weights)
             gradients += used
 
-    pilot(list(candidates))
-    size = len(next(iter(pilots.values())).log_weights)
+    pilot(dict(candidates))
+    size = int(pilot_options.num_pilot_particles)
     clears = "prior" in pilots and (  # the posterior within the prior, its pilot working
         np.nan_to_num(choice["prior"], nan=0.0) >= PRIOR_WORKS * size
         and (pilots["prior"].outside < diagnostics.OUTSIDE_WARN  # or within its own noise,
@@ -381,20 +380,21 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
     marginal = clears and bool(choice["prior"] - noise < PRIOR_WORKS * size)  # NEAR_EXACT
     prior_works = clears and not marginal
     if initial == "auto" and not discrete(model) and not prior_works:
-        more = _laplace_candidate(model)
-        candidates.update(more)
-        pilot(list(more))
+        pilot(_laplace_candidate(model))
     if initial == "auto" and not discrete(model) and not clears and max(
-        np.nan_to_num(list(choice.values()), nan=0.0)
+        np.nan_to_num(list(choice.values()), nan=0.0), default=0.0
     ) < VI_BELOW * size:
-        more = _vi_candidates(model)
-        candidates.update(more)
-        pilot(list(more))
+        pilot(_vi_candidates(model))
     for key, value in _cache(model).items():  # the fits this call made
         if key.endswith("_gradients") and key not in fitted_before:
             gradients += value
+    if outside is not None:  # the prior set aside: a fitted start, or the prior's error
+        if not choice:
+            raise outside
+        warnings.warn(outside_support_note(outside.bad, outside.num), UserWarning,
+                      stacklevel=diagnostics.user_stacklevel())  # fmt: skip
     best = max(choice, key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
-    if initial == "auto" and (prior_works or not _beats(pilots[best], pilots["prior"]) or (
-            marginal and choice[best] < NEAR_EXACT * size)):  # fmt: skip
+    if initial == "auto" and outside is None and (prior_works or not _beats(
+            pilots[best], pilots["prior"]) or (marginal and choice[best] < NEAR_EXACT * size)):
         best = "prior"
     return best, candidates[best], pilots[best], choice, int(gradients)

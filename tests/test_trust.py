@@ -704,3 +704,38 @@ def test_a_near_exact_prior_pilot_is_kept_with_its_own_noise_outside(
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)  # its pilots are the stubs above
     name, *_ = starts.choose_initial(jax.random.key(0), model, num_steps=50)
     assert seen == surveyed and name == "prior"
+
+
+def test_a_prior_drawn_outside_the_support_is_set_aside_under_auto(monkeypatch):
+    """A prior whose draws fall outside the model's support (PyMC draws an ``ordered`` vector
+    unordered; tests/test_pymc.py has the real model) cannot start an anneal. ``"auto"`` then
+    pilots the fitted starts alone and warns what the estimate means; with no fit to fall back
+    on it raises the prior's error, and ``"prior"`` raises it at once."""
+    from ppl_hais.annealing.kernels import HAISOptions
+    from ppl_hais.laplace import LaplaceError
+    from ppl_hais.result import InitialSupportError
+
+    def survey(rng_key, target, kernel, num_steps, pilot_options, desc):
+        if desc == "pilot (prior)":
+            raise InitialSupportError(30, 64)
+        return type("Pilot", (), {"log_weights": np.zeros(64), "outside": 0.0})(), 100
+
+    monkeypatch.setattr(starts, "_survey", survey)
+    options = dict(num_steps=50, kernel_options=HAISOptions.of({}),
+                   pilot_options=PilotOptions.of({}))  # fmt: skip
+    model = Regression(np.ones((3, 2)), np.ones(3), 1.0)
+    with pytest.warns(UserWarning, match=r"about 0\.53 of its mass there \(34 of 64"):
+        name, _, _, choice, spent = starts._choose_initial(jax.random.key(0), model, "auto",
+                                                           **options)  # fmt: skip
+    assert name == "laplace" and set(choice) == {"laplace"} and spent >= 100
+    with pytest.raises(InitialSupportError, match="ordered"):
+        starts._choose_initial(jax.random.key(0), model, "prior", **options)
+
+    def failing(log_density, starts_):
+        raise LaplaceError("the Hessian at the mode is not positive definite", 10)
+
+    monkeypatch.setattr(starts, "laplace_fit", failing)
+    monkeypatch.setattr(starts, "_vi_candidates", lambda m: {})
+    with pytest.raises(InitialSupportError, match="30 of 64"):
+        starts._choose_initial(jax.random.key(0), Regression(np.ones((3, 2)), np.ones(3), 1.0),
+                               "auto", **options)  # fmt: skip

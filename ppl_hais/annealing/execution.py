@@ -21,7 +21,7 @@ import numpy as np
 
 from ..precision import in_thread
 from ..progress import close_bar, open_run, run_interruptibly
-from ..result import AnnealingError
+from ..result import InitialSupportError
 from ..structure import compile_once, merge, split
 from .outputs import finish, merge_groups
 from .scan import anneal
@@ -121,11 +121,7 @@ def initial_sampler(target, num):
 def _check_initial_density(out, num_particles):
     bad = int(out.initial_nonfinite)
     if bad:
-        raise AnnealingError(
-            f"{bad} of {num_particles} draws from the initial distribution have a non-finite "
-            "initial log density (NaN/inf): the initial distribution's log_density must be "
-            "finite wherever it samples (for a model's prior: check its parameters)."
-        )
+        raise InitialSupportError(bad, num_particles)
 
 
 _CORES: contextvars.ContextVar[int | None] = contextvars.ContextVar("ppl_hais_cores", default=None)

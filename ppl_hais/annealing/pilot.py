@@ -20,7 +20,7 @@ from .. import diagnostics
 from ..mcmc import fast_random
 from ..options import of_keywords
 from ..precision import float64
-from ..result import AnnealingError
+from ..result import AnnealingError, InitialSupportError
 from ..schedules import make_schedule
 from ..target import AnnealingTarget
 from .execution import GROUP_PARTICLES, initial_sampler, run
@@ -172,6 +172,9 @@ def survey(
     if positions is None:
         key_sample, rng_key = fast_random.host_split(rng_key)
         positions = initial_sampler(target, int(options.num_pilot_particles))(key_sample)
+    bad = int(np.sum(~np.all(np.isfinite(np.asarray(positions)), axis=-1)))
+    if bad:  # draws with NaN coordinates (outside the model's support): no pilot can run
+        raise InitialSupportError(bad, len(positions))
     if auto and target_accept is None:
         target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
     return pilot_run(
