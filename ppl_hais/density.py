@@ -91,8 +91,9 @@ def outside_support_note(bad: int, num: int) -> str:
         "when a transform restricts a variable's support (PyMC's ordered), which drawing from "
         "the prior does not apply; it anneals from a fitted start instead. The model's density "
         "restricts the prior to that support without renormalizing it, and the estimate is its "
-        f"integral: the prior keeps about {kept:.2f} of its mass there ({num - bad} of {num} "
-        "draws), so with the prior renormalized on that support the log evidence would be about "
-        f"{-np.log(max(kept, 1 / num)):.2f} {'higher' if kept > 0 else 'or more higher'} (for K "
-        "exchangeable ordered coordinates exactly log K!)."
+        f"integral: the prior keeps about {kept:.3f} of its mass there ({num - bad} of {num} "
+        "draws), so with the prior renormalized on that support the log evidence would be "
+        f"{-np.log(max(kept, 1 / num)):.3f} ± {np.sqrt((1 - kept) / max(kept * num, 1)):.3f} "
+        f"{'higher' if kept > 0 else 'or more higher'} (for K exchangeable ordered coordinates "
+        "exactly log K!)."
     )

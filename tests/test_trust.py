@@ -724,7 +724,7 @@ def test_a_prior_drawn_outside_the_support_is_set_aside_under_auto(monkeypatch):
     options = dict(num_steps=50, kernel_options=HAISOptions.of({}),
                    pilot_options=PilotOptions.of({}))  # fmt: skip
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)
-    with pytest.warns(UserWarning, match=r"about 0\.53 of its mass there \(34 of 64"):
+    with pytest.warns(UserWarning, match=r"about 0\.531 of its mass there \(34 of 64"):
         name, _, _, choice, spent = starts._choose_initial(jax.random.key(0), model, "auto",
                                                            **options)  # fmt: skip
     assert name == "laplace" and set(choice) == {"laplace"} and spent >= 100

@@ -27,6 +27,7 @@ from .execution import GROUP_PARTICLES, initial_sampler, run
 from .kernels import TransitionKernel
 
 PILOT_WARMUP = 100  # pilot steps at beta = 0 before annealing starts
+SUPPORT_DRAWS = 4096  # draws that measure a start's mass outside the model's support
 
 
 
@@ -172,9 +173,12 @@ def survey(
     if positions is None:
         key_sample, rng_key = fast_random.host_split(rng_key)
         positions = initial_sampler(target, int(options.num_pilot_particles))(key_sample)
-    bad = int(np.sum(~np.all(np.isfinite(np.asarray(positions)), axis=-1)))
-    if bad:  # draws with NaN coordinates (outside the model's support): no pilot can run
-        raise InitialSupportError(bad, len(positions))
+    if not np.all(np.isfinite(np.asarray(positions))):  # draws outside the model's support
+        # (NaN coordinates): no pilot can run; how much of the start lies outside, from
+        # SUPPORT_DRAWS fresh draws (what the warning of initial="auto" reports)
+        more = np.asarray(initial_sampler(target, SUPPORT_DRAWS)(fast_random.host_fold_in(
+            rng_key, 3)))  # fmt: skip
+        raise InitialSupportError(int(np.sum(~np.all(np.isfinite(more), axis=-1))), len(more))
     if auto and target_accept is None:
         target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
     return pilot_run(
