@@ -89,11 +89,12 @@ def outside_support_note(bad: int, num: int) -> str:
         f"initial='auto' set the model's prior aside as a start: {bad} of {num} of its draws "
         "lie outside the support of the model's density (their log density is not finite), as "
         "when a transform restricts a variable's support (PyMC's ordered), which drawing from "
-        "the prior does not apply; it anneals from a fitted start instead. The model's density "
-        "restricts the prior to that support without renormalizing it, and the estimate is its "
-        f"integral: the prior keeps about {kept:.3f} of its mass there ({num - bad} of {num} "
-        "draws), so with the prior renormalized on that support the log evidence would be "
-        f"{-np.log(max(kept, 1 / num)):.3f} ± {np.sqrt((1 - kept) / max(kept * num, 1)):.3f} "
-        f"{'higher' if kept > 0 else 'or more higher'} (for K exchangeable ordered coordinates "
-        "exactly log K!)."
+        "the prior does not apply; it anneals from a fitted start instead. The estimate is the "
+        "evidence of the model's density as written, which restricts the prior to that support "
+        f"without renormalizing it: the prior keeps about {kept:.3f} of its mass there "
+        f"({num - bad} of {num} draws), so with the prior renormalized there (what a Bayes "
+        "factor against a model without the restriction needs) the log evidence would be "
+        + (f"{-np.log(kept):.3f} ± {np.sqrt((1 - kept) / (kept * num)):.3f} higher" if kept > 0
+           else f"at least {np.log(num):.1f} higher")
+        + " (for K exchangeable ordered coordinates exactly log K!)."
     )
