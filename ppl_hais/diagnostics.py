@@ -220,6 +220,7 @@ def evidence_checks(
     num_particles: int = 0,
     num_nonfinite: int = 0,
     num_evaluations: int | None = None,
+    nonfinite_weighted: float | None = None,
     gap: float | None = None,
     gap_se: float | None = None,
     disagreement: float | None = None,
@@ -237,8 +238,10 @@ def evidence_checks(
     :func:`khat_applies`; a failed k̂ states ``excess``, :func:`~ppl_hais.estimators.excess`,
     as how far too high the estimate may be), ``ess``
     (importance ESS of ``num_particles``), ``num_nonfinite`` of ``num_evaluations``
-    proposals, ``gap``/``gap_se`` (a reverse run's estimate minus the forward one, and its
-    noise), ``disagreement`` (pooled chains' spread over their own SE; > 3 warns),
+    proposals (over 1% warns; or ``nonfinite_weighted``'s share, weighed by the particles'
+    weights: :func:`~ppl_hais.estimators.weighted_nonfinite`), ``gap``/``gap_se`` (a reverse
+    run's estimate minus the forward one, and its noise), ``disagreement`` (pooled chains'
+    spread over their own SE; > 3 warns),
     ``bias_gap``/``bias_gap_se`` (:mod:`ppl_hais.annealing.bias`: a reverse anneal from MCMC
     draws minus the estimate; above 0.05 nats and 2 of its SE warns, stating the gap), ``lag``
     (:func:`lag_correlation`; warns at :func:`lag_threshold` when ``outside``, the
@@ -295,11 +298,14 @@ def evidence_checks(
         )
     elif not np.isfinite(ess):
         out.append(f"ess: the importance ESS is {ess} (no finite weight). Remedy: {more}.")
-    if num_nonfinite and num_evaluations and num_nonfinite > 0.01 * num_evaluations:
+    share = num_nonfinite / num_evaluations if num_nonfinite and num_evaluations else 0.0
+    if (share if nonfinite_weighted is None else nonfinite_weighted) > 0.01:
+        weighted = ("" if nonfinite_weighted is None else
+                    f"; {nonfinite_weighted:.1%} weighed by the particles' final weights")
         out.append(
             f"nonfinite: {num_nonfinite} proposals had a NaN/inf density or gradient "
-            f"({num_nonfinite / num_evaluations:.1%}): the model is not finite where the "
-            "particles go. Remedy: check the model's support and parameterization."
+            f"({share:.1%}{weighted}): the model is not finite where the particles go. "
+            "Remedy: check the model's support and parameterization."
         )
     if gap is not None and np.isfinite(gap):
         tol = max(GAP_FLOOR, 3.0 * (gap_se if gap_se is not None and np.isfinite(gap_se) else 0))

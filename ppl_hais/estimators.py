@@ -37,6 +37,7 @@ __all__ = [
     "pool",
     "split_rhat",
     "systematic",
+    "weighted_nonfinite",
 ]
 
 
@@ -107,6 +108,22 @@ def max_relative_weight(log_weights) -> float:
         return float("nan")
     top = np.max(lw)
     return float(1.0 / np.mean(np.exp(lw - top)))
+
+
+def weighted_nonfinite(log_weights, counts, num_steps: int, num_nan: int = 0) -> float:
+    """The fraction of proposals with a non-finite density or gradient, each particle's
+    ``counts`` over ``num_steps`` weighted by its final importance weight, plus the fraction
+    ``num_nan`` of NaN final weights. Particles whose integrator diverged where the path left
+    them, with no weight at the end, count for nothing; a NaN region next to where the weight
+    lies counts in full.
+
+    >>> round(weighted_nonfinite(np.log([1.0, 1.0, 1e-12]), [0, 10, 100], 100), 6)
+    0.05
+    """
+    lw = np.asarray(log_weights, dtype=float).ravel()
+    w = np.exp(lw - np.max(lw))
+    share = w / w.sum() @ (np.asarray(counts, dtype=float).ravel() / num_steps)
+    return float(share + num_nan / lw.size)
 
 
 def systematic(log_weights, num: int, offset: float) -> np.ndarray:

@@ -28,7 +28,7 @@ from .diagnostics import (
     log_mean_exp_se,
     pareto_khat,
 )
-from .estimators import excess, max_relative_weight, systematic
+from .estimators import excess, max_relative_weight, systematic, weighted_nonfinite
 
 __all__ = ["AISResult", "AnnealingTrace", "AnnealingError", "InitialSupportError",
            "log_mean_exp_se"]
@@ -143,6 +143,7 @@ class AISResult:
         betas,
         trace,
         num_nonfinite=0,
+        particle_nonfinite=None,
         log_z_initial=0.0,
         settings=None,
         wall_time=float("nan"),
@@ -156,11 +157,15 @@ class AISResult:
         distribution); their −log mean exp estimates log Z from above. ``final_log_ratio``:
         log f − log q at the final particles, and ``outside``, the fraction of them outside
         the initial distribution's bulk (:func:`~ppl_hais.diagnostics.outside_fraction`),
-        for the lag check.
+        for the lag check. ``particle_nonfinite``: each particle's non-finite proposals (their
+        sum replaces ``num_nonfinite``), which the nonfinite check weighs by the final weights.
         """
         lw = np.asarray(log_weights, dtype=float)
         n_nan = int(np.sum(np.isnan(lw)))
         lw = np.where(np.isnan(lw), -np.inf, lw)
+        steps = max(len(np.asarray(betas)) - 1, 1)
+        if particle_nonfinite is not None:
+            num_nonfinite = int(np.sum(particle_nonfinite))
         if not np.any(np.isfinite(lw)):
             raise AnnealingError(
                 f"all {lw.size} importance weights are zero (log weight -inf or NaN: {n_nan} NaN); "
@@ -173,6 +178,9 @@ class AISResult:
         if np.any(lw == np.inf):
             raise AnnealingError("a log weight is +inf: the target density is unbounded (+inf)")
         log_z, se = log_mean_exp_se(lw)
+        weighted = None
+        if particle_nonfinite is not None:
+            weighted = weighted_nonfinite(lw, particle_nonfinite, steps, n_nan)
         ess = importance_ess(lw)
         khat = pareto_khat(lw)
         max_weight = max_relative_weight(lw)
@@ -188,7 +196,6 @@ class AISResult:
             else:
                 upper, upper_se = float("inf"), float("inf")
             gap, gap_se = upper - (log_z + float(log_z_initial)), float(np.hypot(se, upper_se))
-        steps = max(len(np.asarray(betas)) - 1, 1)
         checks = evidence_checks(
             khat=khat,
             max_weight=max_weight,
@@ -197,6 +204,7 @@ class AISResult:
             num_particles=lw.size,
             num_nonfinite=int(num_nonfinite) + n_nan,
             num_evaluations=lw.size * steps,
+            nonfinite_weighted=weighted,
             gap=gap,
             gap_se=gap_se,
             lag=lag,

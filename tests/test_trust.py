@@ -283,6 +283,29 @@ def test_nan_weights_are_reported_with_their_reason():
     assert any(c.startswith("nonfinite") for c in res.checks)
 
 
+def test_nonfinite_proposals_count_by_the_weight_of_their_particles():
+    """5% of the proposals non-finite: on particles that end without weight (an integrator
+    that diverged where the path left them) no warning; on particles that carry the estimate
+    (a NaN region next to the mass) the nonfinite check fires, stating both shares."""
+    trace = ph.AnnealingTrace(*(np.zeros(1) for _ in range(5)))
+    lw = np.random.default_rng(1).normal(size=100)
+    lw[:10] = -50.0
+    counts = np.zeros(100, int)
+    betas = np.linspace(0, 1, 101)
+
+    def run(counts):
+        return ph.AISResult.from_log_weights(lw, particles=np.zeros((100, 1)), betas=betas,
+                                             trace=trace, particle_nonfinite=counts)  # fmt: skip
+
+    counts[:10] = 50  # 500 of 10,000 proposals, all on the particles without weight
+    quiet = run(counts)
+    assert quiet.num_nonfinite == 500 and not quiet.checks
+    loud = run(np.roll(counts, 50))  # the same count on particles with weight
+    assert loud.num_nonfinite == 500
+    (said,) = [c for c in loud.checks if c.startswith("nonfinite")]
+    assert "500 proposals" in said and "(5.0%; " in said and "by the particles' final" in said
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_easy_model_does_not_cry_wolf(seed):
     rng = np.random.default_rng(seed)

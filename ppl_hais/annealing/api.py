@@ -266,8 +266,7 @@ def ais(
             ),
             betas=betas,
             trace=trace,
-            # the scan counts non-finite proposals over the population: each chain's share
-            num_nonfinite=int(out.num_nonfinite) // num_chains,
+            particle_nonfinite=np.asarray(out.particle_nonfinite)[part],
             log_z_initial=target.log_z_initial,
             settings=dict(settings, chain=c) if num_chains > 1 else settings,
             wall_time=wall / num_chains,

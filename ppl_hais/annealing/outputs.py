@@ -17,7 +17,8 @@ import numpy as np
 __all__ = ["finish", "merge_groups"]
 
 
-_PER_PARTICLE = ("log_weights", "particles", "log_ratio", "log_initial", "start_log_initial")
+_PER_PARTICLE = ("log_weights", "particles", "log_ratio", "log_initial", "start_log_initial",
+                 "particle_nonfinite")  # fmt: skip
 
 
 def merge_groups(outs, num_particles):

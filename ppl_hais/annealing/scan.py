@@ -50,7 +50,7 @@ class Carry(NamedTuple):
     states: Any  # the kernel's per-particle states (each with its cached Potential)
     log_w: Any  # (P,) log weights
     offset: Any  # the pilot's adaptation offset on log(step size)
-    nonfinite: Any  # proposals with a non-finite density or gradient so far
+    nonfinite: Any  # (P,) each particle's proposals with a non-finite density or gradient
     grads: Any  # (3,) gradients per particle: own (mean), executed (max); integer moves taken
 
 
@@ -93,6 +93,7 @@ class AnnealOutput(NamedTuple):
     start_log_initial: Any  # (P,) initial log density at the starting positions
     initial_nonfinite: Any  # starting positions with a non-finite initial density
     num_nonfinite: Any  # proposals with a non-finite density or gradient
+    particle_nonfinite: Any  # (P,) those of each particle
     acceptance: Any  # per bin: mean acceptance
     step_size: Any  # per bin: mean step size
     ess: Any  # per bin: ESS of the weights at the bin's end
@@ -230,9 +231,7 @@ def anneal(
         mean_acc = mean(info.acceptance_rate)
         adapting = adapt_target >= 0
         offset = carry.offset + jnp.where(adapting, on * ADAPT_RATE * (mean_acc - adapt_target), 0)
-        nonfinite = carry.nonfinite + jnp.where(active, jnp.sum(~info.is_finite & valid), 0).astype(
-            jnp.int32
-        )
+        nonfinite = carry.nonfinite + (active & ~info.is_finite & valid).astype(jnp.int32)
         # gradients per particle: a particle's own (mean) and what vmap executed (max)
         used = jnp.asarray(info.num_gradients, dtype)
         # and, for mixed_kernel, the fraction of particles whose integer move was taken
@@ -291,7 +290,7 @@ def anneal(
         states,
         jnp.zeros(num_particles, dtype),
         jnp.zeros((), dtype),
-        jnp.zeros((), jnp.int32),
+        jnp.zeros(num_particles, jnp.int32),
         jnp.zeros(3, dtype),
     )
     loop = (jnp.zeros((), jnp.int32), carry, summaries0, scale0, rec0, jnp.zeros((), jnp.int32))
@@ -308,7 +307,8 @@ def anneal(
         log_initial=states.potential.log_initial,
         start_log_initial=carry0_initial,
         initial_nonfinite=init_nonfinite,
-        num_nonfinite=nonfinite,
+        num_nonfinite=jnp.sum(nonfinite),
+        particle_nonfinite=nonfinite,
         acceptance=acc,
         step_size=eps,
         ess=ess,
