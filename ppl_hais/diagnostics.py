@@ -90,6 +90,7 @@ LAG_WARN = 0.2  # Spearman ρ(log w, log f − log q) at or above this warns (an
 LAG_WITH_KHAT = (0.1, 0.3)  # ρ ≥ 0.1 (and 2.5/√P) together with k̂ ≥ 0.3 also warns
 DISCRETE_ACCEPT_WARN = 0.005  # mixed_kernel's integer moves taken in fewer steps: warns
 EXCESS_STATE = 0.05  # nats: a failed weight check states an excess of at least this
+NONFINITE_WARN = 0.01  # proposals' share with a NaN/inf density or gradient that warns
 OUTSIDE_WARN = 0.1  # the lag check applies when this fraction of the final particles lies
 # outside the initial distribution's central 95% (twice the 5% of the initial draws)
 
@@ -299,7 +300,7 @@ def evidence_checks(
     elif not np.isfinite(ess):
         out.append(f"ess: the importance ESS is {ess} (no finite weight). Remedy: {more}.")
     share = num_nonfinite / num_evaluations if num_nonfinite and num_evaluations else 0.0
-    if (share if nonfinite_weighted is None else nonfinite_weighted) > 0.01:
+    if (share if nonfinite_weighted is None else nonfinite_weighted) > NONFINITE_WARN:
         weighted = ("" if nonfinite_weighted is None else
                     f"; {nonfinite_weighted:.1%} weighed by the particles' final weights")
         out.append(
