@@ -185,6 +185,38 @@ def test_divergences_where_no_weight_ends_do_not_warn():
     check(h, exact)
 
 
+@pytest.mark.parametrize("form", ["scan", "GaussianRandomWalk"])
+def test_a_random_walk_through_scan_and_gaussian_random_walk(form):
+    """A latent random walk of 40 states observed in noise, written with NumPyro's
+    ``contrib.control_flow.scan`` (a site per step, stacked) or ``dist.GaussianRandomWalk``:
+    the default call (the ladder, ``initial="auto"``). Exact: y is jointly Gaussian."""
+    from numpyro.contrib.control_flow import scan
+
+    n = 40
+    rng = np.random.default_rng(1)
+    y = np.cumsum(rng.normal(0.0, 0.3, n)) + rng.normal(0.0, 0.5, n)
+
+    def model(y):
+        z0 = numpyro.sample("z0", dist.Normal(0.0, 1.0))
+        if form == "scan":
+            numpyro.sample("y0", dist.Normal(z0, 0.5), obs=y[0])
+
+            def step(z, y_t):
+                z = numpyro.sample("z", dist.Normal(z, 0.3))
+                numpyro.sample("y", dist.Normal(z, 0.5), obs=y_t)
+                return z, None
+
+            scan(step, z0, y[1:])
+        else:
+            steps = numpyro.sample("steps", dist.GaussianRandomWalk(0.3, num_steps=n - 1))
+            numpyro.sample("y", dist.Normal(jnp.concatenate([z0[None], z0 + steps]), 0.5),
+                           obs=y)  # fmt: skip
+
+    walk = np.tril(np.ones((n, n))) * np.r_[1.0, np.full(n - 1, 0.3)]
+    exact = multivariate_normal(np.zeros(n), walk @ walk.T + 0.25 * np.eye(n)).logpdf(y)
+    check(evidence(model, jnp.asarray(y), opts=dict(num_particles=512, num_steps=None)), exact)
+
+
 def test_dirichlet_multinomial():
     alpha = np.array([1.0, 2.0, 0.5, 3.0])
     counts = np.array([5, 12, 1, 20])

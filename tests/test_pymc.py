@@ -472,3 +472,34 @@ def test_an_ordered_transform_sets_the_prior_aside():
     check(est, se, exact)
     with pytest.raises(ph.AnnealingError, match="ordered"):
         evidence(model, initial="prior")
+
+
+def test_a_gaussian_random_walk_and_a_gp_marginal_likelihood():
+    """Two PyMC patterns of their own: a latent ``pm.GaussianRandomWalk`` (40 states observed in
+    noise; exact: y is jointly Gaussian) and ``pm.gp.Marginal`` with a Gamma prior on the
+    lengthscale (exact: a 1-D integral of the GP's marginal likelihood, on a grid)."""
+    rng = np.random.default_rng(1)
+    n = 40
+    y = np.cumsum(rng.normal(0.0, 0.3, n)) + rng.normal(0.0, 0.5, n)
+    with pm.Model() as walk:
+        z = pm.GaussianRandomWalk("z", sigma=0.3, init_dist=pm.Normal.dist(0.0, 1.0), shape=n)
+        pm.Normal("y", z, 0.5, observed=y)
+    steps = np.tril(np.ones((n, n))) * np.r_[1.0, np.full(n - 1, 0.3)]
+    cov = steps @ steps.T + 0.25 * np.eye(n)
+    _, est, se = evidence(walk)
+    check(est, se, multivariate_normal(np.zeros(n), cov).logpdf(y))
+
+    x = np.linspace(0.0, 5.0, 25)
+    y = np.sin(x) + rng.normal(0.0, 0.2, 25)
+    with pm.Model() as gp:
+        ls = pm.Gamma("ls", 2.0, 1.0)
+        f = pm.gp.Marginal(cov_func=pm.gp.cov.ExpQuad(1, ls=ls))
+        f.marginal_likelihood("y", X=x[:, None], y=y, sigma=0.2)
+    grid = np.linspace(1e-3, 12.0, 6001)
+    k = np.exp(-0.5 * (x[:, None] - x) ** 2 / grid[:, None, None] ** 2) + 0.04 * np.eye(25)
+    _, log_det = np.linalg.slogdet(k)
+    quad = y @ np.linalg.solve(k, np.broadcast_to(y[:, None], (grid.size, 25, 1)))[..., 0].T
+    log_f = -0.5 * (log_det + quad + 25 * np.log(2 * np.pi)) + np.log(grid) - grid
+    exact = np.logaddexp.reduce(log_f) + np.log(grid[1] - grid[0])  # Gamma(2, 1): t e^{-t}
+    _, est, se = evidence(gp)
+    check(est, se, exact)
