@@ -92,7 +92,8 @@ def importance_ess_se(log_weights) -> float:
     w = np.exp(lw - np.max(lw))
     s1, s2 = np.sum(w), np.sum(w * w)
     loo = (s1 - w) ** 2 / np.maximum(s2 - w * w, np.finfo(float).tiny)  # leave-one-out ESS
-    return float(np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2)))
+    with np.errstate(over="ignore"):  # s2 - w² cancels where one weight dominates: inf
+        return float(np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2)))
 
 
 MIN_RUNS_FOR_SPREAD = 4  # runs whose spread stands in for an infinite SE

@@ -329,11 +329,11 @@ def with_local_steps(rng_key, model, target, kernel_options, pilot_options, num_
 
 
 def _beats(fit, prior) -> bool:
-    """Whether a fitted start's pilot beats the prior's in importance ESS by more than
-    ``FIT_BEATS`` jackknife SEs of the difference (a pilot's ESS from 64 particles is noisy)."""
+    """Whether a fitted start's pilot beats the prior's ESS by over ``FIT_BEATS`` jackknife SEs."""
     ess = [estimators.importance_ess(p.log_weights) for p in (fit, prior)]
     se = [estimators.importance_ess_se(p.log_weights) for p in (fit, prior)]
-    return bool(ess[0] - np.nan_to_num(ess[1]) > FIT_BEATS * np.hypot(*np.nan_to_num(se)))
+    se = np.nan_to_num(se, posinf=np.inf)  # an SE that overflowed stays inf
+    return bool(ess[0] - np.nan_to_num(ess[1]) > FIT_BEATS * np.hypot(*se))
 
 
 @float64
