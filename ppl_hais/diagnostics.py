@@ -60,20 +60,10 @@ from .estimators import EXCESS_TOP, importance_ess, log_mean_exp_se, pool
 from .pareto import tail_length, tail_shape
 
 __all__ = [
-    "EvidenceWarning",
-    "KHAT_UNRELIABLE",
-    "KHAT_WARN",
-    "ESS_FRACTION",
-    "evidence_checks",
-    "importance_ess",
-    "khat_applies",
-    "lag_correlation",
-    "outside_fraction",
-    "log_mean_exp_se",
-    "pareto_khat",
-    "pool",
-    "warn",
-]
+    "EvidenceWarning", "KHAT_UNRELIABLE", "KHAT_WARN", "ESS_FRACTION", "evidence_checks",
+    "importance_ess", "khat_applies", "lag_correlation", "outside_fraction", "log_mean_exp_se",
+    "pareto_khat", "pool", "warn",
+]  # fmt: skip
 
 KHAT_WARN = 0.5  # above: the weights' variance is probably infinite (PSIS)
 KHAT_UNRELIABLE = 0.7  # above: the estimate is unreliable; the SE is reported as inf
@@ -86,6 +76,7 @@ GAP_FLOOR = 0.1  # nats: a bidirectional gap below this never warns
 # 0.058–0.064 at 2.1 SEs; converged runs' gaps stay within ±0.05)
 BIAS_FLOOR = 0.05
 BIAS_NOISE = 2.0
+BIAS_INVALID = 1.0  # nats below the estimate (and 2·BIAS_NOISE SEs): :func:`bias_invalid`
 LAG_WARN = 0.2  # Spearman ρ(log w, log f − log q) at or above this warns (and ≥ 4/√P)
 LAG_WITH_KHAT = (0.1, 0.3)  # ρ ≥ 0.1 (and 2.5/√P) together with k̂ ≥ 0.3 also warns
 DISCRETE_ACCEPT_WARN = 0.005  # mixed_kernel's integer moves taken in fewer steps: warns
@@ -374,6 +365,13 @@ def evidence_checks(
     return tuple(out)
 
 
+def bias_invalid(gap, gap_se) -> bool:
+    """Whether a bias check's reverse (upper) estimate lies so far *below* the forward one that
+    its draws were no posterior draws (an MCMC chain that wandered where the density is tiny,
+    its reverse weight dominating): it then bounds nothing, neither warns nor vouches."""
+    return bool(gap < -max(BIAS_INVALID, 2 * BIAS_NOISE * (gap_se if gap_se < np.inf else 0)))
+
+
 def user_stacklevel() -> int:
     """The stacklevel of the first frame outside ppl_hais (the core or the adapters), so the
     warning points at the user's call, however many of our frames lie between."""
@@ -385,13 +383,15 @@ def user_stacklevel() -> int:
     return level
 
 
-def warn(checks: Sequence[str], what: str = "log evidence", stacklevel: int | None = None) -> None:
+def warn(checks: Sequence[str], what: str = "log evidence", stacklevel: int | None = None,
+         note: str | None = None) -> None:  # fmt: skip
     """Raise one :class:`EvidenceWarning` listing the failed checks (nothing if none failed),
-    attributed to the user's call (``stacklevel`` overrides)."""
+    then ``note`` (a remedy particular to the model), attributed to the user's call
+    (``stacklevel`` overrides)."""
     if checks:
         warnings.warn(
             f"the {what} estimate failed {len(checks)} trust check(s):\n  - "
-            + "\n  - ".join(checks),
+            + "\n  - ".join(checks) + (f"\nFor this model: {note}" if note else ""),
             EvidenceWarning,
             stacklevel=stacklevel or user_stacklevel(),
         )

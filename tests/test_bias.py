@@ -114,6 +114,26 @@ def test_the_bias_warning_states_the_gap_in_nats():
     assert diagnostics.evidence_checks(bias_gap=np.inf)[0].startswith("bias:")
 
 
+def test_a_reverse_estimate_far_below_the_forward_one_vouches_for_nothing():
+    """An upper estimate 284 nats under the lower one (a horseshoe's bias check, non-centered,
+    from a Student-t start: one MCMC chain wandered where the model's density is tiny and the
+    start's heavy tail is not, and its reverse weight dominated) came from no posterior draws.
+    Its rung of 250 temperatures used to settle the ladder (a negative gap bounded nothing
+    above 0.1 nat), 0.40 nat low at an SE of 0.10; now it is inconclusive: the ladder goes on,
+    and there is no bridge. It warns of nothing (centered eight schools' right runs had gaps
+    down to −11: their MCMC drifts to large τ), and gaps within 4 SEs or 1 nat count as before."""
+    from ppl_hais.ladder import Rung, settled
+
+    assert diagnostics.bias_invalid(-283.9, 1.0) and diagnostics.evidence_checks(
+        bias_gap=-283.9, bias_gap_se=1.0) == ()  # fmt: skip
+    assert not diagnostics.bias_invalid(-0.25, 0.05)  # the suites' least gap on a last rung
+    assert not diagnostics.bias_invalid(-1.5, 0.5) and diagnostics.bias_invalid(-2.5, 0.5)
+    rung = Rung(250, -87.31, 0.10, (), -283.9, 470_000, 1.0, bias_gap_se=1.0)
+    assert not settled(rung) and not settled(rung._replace(bias_gap=-2.5, bias_gap_se=0.5))
+    assert settled(rung._replace(bias_gap=-0.25, bias_gap_se=0.05))
+    assert settled(rung._replace(num_steps=1000))  # the checks' own length: as with no check
+
+
 def test_bias_check_sees_the_funnels_miss():
     """Neal's funnel from N(0, I): the forward estimate is 0.2-0.3 nats low (docs/trust.md);
     "auto" checks it, and the reverse anneal from MCMC draws lies above it. One check clears

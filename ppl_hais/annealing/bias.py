@@ -268,9 +268,11 @@ def check_bias(
         apart = (bennett(log_w, rev.log_weights[:half], log_z_initial=z0)[0]
                  - bennett(log_w, rev.log_weights[half:], log_z_initial=z0)[0])  # fmt: skip
         both_se = float(np.hypot(both_se, 0.5 * apart))
-    return BiasCheck(rev.log_z_upper, float(rev.log_z_upper_se), gap,
-                     float(np.hypot(rev.log_z_upper_se, own_se)), len(starts), gradients,
-                     log_z_both, both_se)  # fmt: skip
+    gap_se = float(np.hypot(rev.log_z_upper_se, own_se))
+    if diagnostics.bias_invalid(gap, gap_se):  # not posterior draws: no bridge either
+        log_z_both, both_se = float("nan"), float("nan")
+    return BiasCheck(rev.log_z_upper, float(rev.log_z_upper_se), gap, gap_se, len(starts),
+                     gradients, log_z_both, both_se)  # fmt: skip
 
 
 def _own_draws(rng_key, target, kernel, pilot, particles, log_w, num, num_transitions):
