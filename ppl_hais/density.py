@@ -39,7 +39,9 @@ class ModelDensity(Protocol):
     def prior(self) -> Any: ...  # sample(rng_key, sample_shape), log_prob(z); None if improper
 
     # optional: ``discrete``, booleans per coordinate (True: integer-valued, moved by a
-    # Metropolis step, kernels.mixed_kernel), or None
+    # Metropolis step, kernels.mixed_kernel), or None; ``remedy_note``, a sentence the
+    # evidence warning adds (a remedy particular to the model, e.g. which sites to
+    # non-center), or None, read only when a warning is raised
 
 
 class SplitDensity:

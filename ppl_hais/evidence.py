@@ -335,7 +335,7 @@ def evidence(
         results, target, name, float(log_z), float(np.sqrt(var)), checks, choice, budget, bias,
         tuple(trajectory), int(spent), max_gradients, forward,
     )  # fmt: skip
-    diagnostics.warn(checks, "log evidence")
+    diagnostics.warn(checks, "log evidence", note=checks and getattr(model, "remedy_note", None))
     if getattr(model, "improper", ()):
         warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
     return out

@@ -185,6 +185,43 @@ def test_divergences_where_no_weight_ends_do_not_warn():
     check(h, exact)
 
 
+def test_a_warning_on_a_centered_hierarchy_names_the_reparameterization_that_keeps_z():
+    """θ_i ~ N(0, τ) with τ ~ HalfCauchy(5), written centered (a funnel): a warning names θ and
+    the ``LocScaleReparam`` that non-centers it; the model reparameterized as it says has the
+    same evidence (exact: y_i ~ N(0, τ² + 0.25) given τ, a 1-D integral) and no such note, and a
+    regression (no scale depends on a latent) none either."""
+    from numpyro.infer.reparam import LocScaleReparam
+
+    y = np.array([25.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+
+    def model(y):
+        tau = numpyro.sample("tau", dist.HalfCauchy(5.0))
+        with numpyro.plate("g", y.shape[0]):
+            theta = numpyro.sample("theta", dist.Normal(0.0, tau))
+            numpyro.sample("y", dist.Normal(theta, 0.5), obs=y)
+
+    with pytest.warns(ph.EvidenceWarning) as caught:  # 2 temperatures: sure to fail a check
+        evidence(model, jnp.asarray(y), opts=dict(num_steps=2, num_particles=64, initial="prior"))
+    note = str(caught[0].message).split("For this model: ")[1]
+    assert "['theta']" in note and "config={'theta': LocScaleReparam(0)}" in note
+    grid = np.linspace(1e-4, 400.0, 400_001)
+    log_f = stats.halfcauchy.logpdf(grid, scale=5.0) + stats.norm.logpdf(
+        y[:, None], 0.0, np.sqrt(grid**2 + 0.25)).sum(0)  # fmt: skip
+    tail = np.log(2 / np.pi / 5.0) + stats.norm.logpdf(y[:, None], 0.0, 400.0).sum()  # ~0 beyond
+    exact = np.log(np.trapezoid(np.exp(log_f - log_f.max()), grid)) + log_f.max()
+    assert tail < exact - 20
+    noncentered = handlers.reparam(model, config={"theta": LocScaleReparam(0)})
+    assert phn.NumPyroTarget(noncentered, (jnp.asarray(y),)).remedy_note is None
+    check(evidence(noncentered, jnp.asarray(y), opts=dict(num_steps=None)), exact)
+
+    def regression(x, y):
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0))
+        s = numpyro.sample("s", dist.HalfNormal(1.0))
+        numpyro.sample("y", dist.Normal(w * x, s), obs=y)
+
+    assert phn.NumPyroTarget(regression, (jnp.ones(3), jnp.ones(3))).remedy_note is None
+
+
 @pytest.mark.parametrize("form", ["scan", "GaussianRandomWalk"])
 def test_a_random_walk_through_scan_and_gaussian_random_walk(form):
     """A latent random walk of 40 states observed in noise, written with NumPyro's

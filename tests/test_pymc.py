@@ -475,6 +475,31 @@ def test_an_ordered_transform_sets_the_prior_aside():
         evidence(model, initial="prior")
 
 
+def test_a_warning_on_a_centered_hierarchy_names_the_variables_to_non_center():
+    """θ_i ~ N(0, τ) written centered: a failed check's warning names θ and the non-centered
+    form; written non-centered (θ = τ·z, a Deterministic), or a regression whose only latent
+    scale is the noise's, no note."""
+    from ppl_hais.adapters.pymc.target import centered_variables
+
+    y = np.array([25.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+    with pm.Model() as centered:
+        tau = pm.HalfCauchy("tau", 5.0)
+        theta = pm.Normal("theta", 0.0, tau, shape=8)
+        pm.Normal("y", theta, 0.5, observed=y)
+    with pytest.warns(ph.EvidenceWarning) as caught:  # 2 temperatures: sure to fail a check
+        evidence(centered, draws=64, num_steps=2, initial="prior")
+    note = str(caught[0].message).split("For this model: ")[1]
+    assert "['theta']" in note and "theta_z = pm.Normal('theta_z', 0, 1" in note
+    with pm.Model() as noncentered:
+        tau = pm.HalfCauchy("tau", 5.0)
+        z = pm.Normal("theta_z", 0.0, 1.0, shape=8)
+        pm.Normal("y", pm.Deterministic("theta", tau * z), 0.5, observed=y)
+    with pm.Model() as regression:
+        w = pm.Normal("w", 0.0, 1.0)
+        pm.Normal("y", w * np.ones(3), pm.HalfNormal("s", 1.0), observed=np.ones(3))
+    assert centered_variables(noncentered) == centered_variables(regression) == []
+
+
 def test_a_gaussian_random_walk():
     """A latent ``pm.GaussianRandomWalk``: 40 states observed in noise (exact: y is jointly
     Gaussian)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import weakref
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -247,6 +248,36 @@ def unconstrained(model, params):
         return x
 
     return handlers.substitute(model, substitute_fn=value)
+
+
+_LOC_SCALE = (dist.Normal, dist.Cauchy, dist.Laplace)  # LocScaleReparam(0) takes them as is
+
+
+def centered_sites(model, args, kwargs, latent, unravel, dim) -> list[str]:
+    """The latent sites of a location-scale family whose scale depends on other latent sites
+    (a hierarchical prior written centered: a funnel): those whose scale moves when the latent
+    values move (a forward derivative along a fixed random direction, away from z = 0; a site
+    NumPyro's ``LocScaleReparam`` decentered keeps a scale that is constant in z)."""
+
+    def scales(z):
+        run = handlers.seed(unconstrained(model, unravel(z)), 0)
+        out = {}
+        for name, site in handlers.trace(run).get_trace(*args, **kwargs).items():
+            fn = site.get("fn")
+            while isinstance(fn, (dist.ExpandedDistribution, dist.Independent,
+                                  dist.MaskedDistribution)):  # fmt: skip
+                fn = fn.base_dist
+            if name in latent and isinstance(fn, _LOC_SCALE):
+                out[name] = jnp.asarray(fn.scale) + 0.0  # a float, whose tangent exists
+        return out
+
+    z = jnp.full(dim, 0.1)
+    v = jnp.asarray(np.random.default_rng(0).normal(size=dim), dtype=z.dtype)
+    try:
+        moved = jax.jit(lambda z, v: jax.jvp(scales, (z,), (v,))[1])(z, v)
+    except Exception:  # a model that does not trace: no note, as before
+        return []
+    return [n for n, t in moved.items() if bool(jnp.any(jnp.abs(t) > 0))]
 
 
 class _MaskSites(numpyro.primitives.Messenger):

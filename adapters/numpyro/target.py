@@ -38,6 +38,7 @@ from ppl_hais.target import num_draws, sample_shape_of
 
 from .model import (
     Structure,
+    centered_sites,
     check_sites,
     flat_value,
     plate_nesting,
@@ -161,6 +162,24 @@ class NumPyroTarget(SplitDensity):
     discrete = property(lambda self: self._st.discrete_mask)  # per coordinate, or None
     dim = property(lambda self: self._st.dim)
     unravel = property(lambda self: self._st.unravel)
+
+    @property
+    def remedy_note(self) -> str | None:
+        """What the evidence warning adds for this model: its centered hierarchical sites and
+        how to non-center them (the evidence is unchanged), or None."""
+        args, kwargs = self._data
+        names = centered_sites(self.model, args, kwargs, self.latent, self.unravel, self.dim)
+        if not names:
+            return None
+        config = ", ".join(f"{n!r}: LocScaleReparam(0)" for n in names)
+        return (
+            f"the scale of {names} depends on other latent variables (a centered hierarchy: a "
+            "funnel, whose neck the anneals under-explore, leaving the estimate low). "
+            "Non-centering changes the coordinates, not the evidence; where the data say little "
+            "about them it removes the neck: "
+            f"numpyro.handlers.reparam(model, config={{{config}}}), LocScaleReparam from "
+            "numpyro.infer.reparam."
+        )
 
     def log_parts(self, z):
         """(log prior incl. Jacobians, log likelihood incl. factors) at flat unconstrained z."""

@@ -168,6 +168,23 @@ class PyMCTarget(SplitDensity):
         """Constrained values (and deterministics) of a batch of flat vectors, compiled once."""
         return jax.jit(jax.vmap(self.constrain))
 
+    @property
+    def remedy_note(self) -> str | None:
+        """What the evidence warning adds for this model: its centered hierarchical variables
+        and how to non-center them (the evidence is unchanged), or None."""
+        names = centered_variables(self.model)
+        if not names:
+            return None
+        n = names[0]
+        return (
+            f"the scale of {names} depends on other free variables (a centered hierarchy: a "
+            "funnel, whose neck the anneals under-explore, leaving the estimate low). "
+            "Non-centering changes the coordinates, not the evidence; where the data say little "
+            f"about them it removes the neck: e.g. for pm.Normal('{n}', mu, sigma), "
+            f"{n}_z = pm.Normal('{n}_z', 0, 1, ...) and "
+            f"{n} = pm.Deterministic('{n}', mu + sigma * {n}_z)."
+        )
+
     @cached_property
     def _host_prior(self):
         return _HostPrior(self)
@@ -201,6 +218,27 @@ class _HostPrior:
 
     def log_prob(self, z):
         return self.target.log_prior(z)
+
+
+_LOC_SCALE = ("NormalRV", "StudentTRV", "CauchyRV", "LaplaceRV")  # scale: the last parameter
+
+
+def centered_variables(model) -> list[str]:
+    """The free variables of a location-scale family whose scale depends on other free
+    variables (a hierarchical prior written centered: a funnel)."""
+    try:
+        from pytensor.graph.traversal import ancestors
+    except ImportError:  # PyTensor before 2.32
+        from pytensor.graph.basic import ancestors
+    free = set(model.free_RVs)
+    found = []
+    for rv in model.free_RVs:
+        node = rv.owner
+        if type(node.op).__name__ in _LOC_SCALE:
+            scale = node.op.dist_params(node)[-1]
+            if any(a in free for a in ancestors([scale])):
+                found.append(rv.name)
+    return found
 
 
 def _fingerprint(model):
