@@ -339,7 +339,10 @@ def remaining_gap(trajectory, *, max_gradients, bridge=None) -> tuple[str, ...]:
                else f" (± {noise:.2f}, within its noise)")  # fmt: skip
         parts.append(f"the estimate moved {move:+.2f} nats from {trajectory[-2].num_steps} to "
                      f"{last.num_steps} temperatures{how}")  # fmt: skip
-    if np.isfinite(last.bias_gap):
+    if bias_invalid(last.bias_gap, last.bias_gap_se):
+        parts.append(f"the bias check's reverse anneal is {-last.bias_gap:.2f} nats below it, "
+                     "so its draws were no posterior draws (it bounds nothing)")  # fmt: skip
+    elif np.isfinite(last.bias_gap):
         parts.append(f"the bias check's reverse anneal is {last.bias_gap:+.2f} nats from it")
     low = _sized(trajectory)
     how = ("twice the bias check's gap or the gap plus two of its SEs, the highest upper "

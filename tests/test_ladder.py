@@ -252,6 +252,10 @@ def test_remaining_gap_reads_the_trajectory():
             Rung(4000, -1.01, 0.01, ("lag",), -0.02, 50, 0.3))  # fmt: skip
     (msg,) = remaining_gap(flat, max_gradients=100)
     assert shortfall(flat) == 0.0 and "within its noise" in msg and "false alarms" in msg
+    # a reverse anneal far below ran from no posterior draws: said so, not read as a distance
+    (msg,) = remaining_gap(flat[:1] + (flat[1]._replace(bias_gap=-284.0, bias_gap_se=1.0),),
+                           max_gradients=100)  # fmt: skip
+    assert "284.00 nats below it, so its draws were no posterior draws" in msg
     # particles far beyond the start that still predict their weights (the Student-t experts):
     # no figure can size what may be missing: the shortfall is inf, and the message says so
     # instead of "false alarms", with what the trajectory alone would have said
