@@ -1,8 +1,10 @@
 """Centered hierarchies: what the warning's non-centering note is worth. Default calls of
-``phn.HAIS`` on two models written centered, and on the same models reparameterized as the
-note says (``numpyro.handlers.reparam`` with ``LocScaleReparam(0)``: the same evidence).
+``phn.HAIS`` and ``php.sample_hais`` on two models written centered, and on the same models
+reparameterized as each adapter's note says (NumPyro: ``numpyro.handlers.reparam`` with
+``LocScaleReparam(0)``; PyMC: ``theta = pm.Deterministic('theta', tau * theta_z)`` with
+``theta_z ~ Normal(0, 1)``): the same evidence.
 
-    python benchmarks/centered.py [--seeds 5] [--out docs/centered.md]
+    python benchmarks/centered.py [--seeds 5] [--out docs/centered.md] [--no-pymc]
 
 Models:
 - *schools*: θ_i ~ N(0, τ), τ ~ HalfCauchy(5), y_i ~ N(θ_i, 0.5²), 8 groups (y spread as
@@ -91,17 +93,58 @@ def horseshoe_reference(batches=40, size=200_000):
     return float(ll.max() + np.log(w.mean())), float(w.std() / w.mean() / np.sqrt(w.size))
 
 
-def run(model, args, seed):
+def numpyro_call(model, args):
+    def call(seed):
+        h = phn.HAIS(model, progress_bar=False)
+        h.run(jax.random.key(seed), *args)
+        return h.evidence.log_z, h.evidence.log_z_se, h.evidence.gradients
+
+    return call
+
+
+def pymc_model(name, noncentered):
+    """The same models as PyMC users write them; non-centered as the PyMC note says."""
+    import pymc as pm
+
+    x, y = horseshoe_data()
+    with pm.Model() as m:
+        if name == "schools":
+            scale, size, obs, noise = pm.HalfCauchy("tau", 5.0), 8, SCHOOLS, 0.5
+        else:
+            tau, lam = pm.HalfCauchy("tau", 1.0), pm.HalfCauchy("lam", 1.0, shape=10)
+            scale, size, noise = tau * lam, 10, 1.0
+        site = "theta" if name == "schools" else "beta"
+        if noncentered:
+            z = pm.Normal(f"{site}_z", 0.0, 1.0, shape=size)
+            value = pm.Deterministic(site, scale * z)
+        else:
+            value = pm.Normal(site, 0.0, scale, shape=size)
+        mean = value if name == "schools" else pm.math.dot(x, value)
+        pm.Normal("y", mean, noise, observed=obs if name == "schools" else y)
+    return m
+
+
+def pymc_call(model):
+    from ppl_hais.adapters import pymc as php
+
+    def call(seed):
+        idata = php.sample_hais(model=model, random_seed=seed, progressbar=False)
+        attrs = idata.sample_stats.attrs
+        log_z, se = ph.compare.evidence_of(idata)[:2]
+        return log_z, se, attrs["gradients"]
+
+    return call
+
+
+def run(call, seed):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ph.EvidenceWarning)
-        h = phn.HAIS(model, progress_bar=False)
         t = time.perf_counter()
-        h.run(jax.random.key(seed), *args)
+        log_z, se, gradients = call(seed)
         seconds = time.perf_counter() - t
     msgs = [str(w.message) for w in caught if issubclass(w.category, ph.EvidenceWarning)]
-    ev = h.evidence
-    return dict(log_z=ev.log_z, se=ev.log_z_se, warned=bool(msgs),
-                noted=any("For this model" in m for m in msgs), gradients=ev.gradients,
+    return dict(log_z=log_z, se=se, warned=bool(msgs),
+                noted=any("For this model" in m for m in msgs), gradients=gradients,
                 seconds=seconds)  # fmt: skip
 
 
@@ -109,6 +152,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", default="docs/centered.md")
+    ap.add_argument("--pymc", action=argparse.BooleanOptionalAction, default=True,
+                    help="also the PyMC forms (--no-pymc: NumPyro's alone)")
     opts = ap.parse_args(argv)
     ph.enable_x64()
     x, y = horseshoe_data()
@@ -117,17 +162,21 @@ def main(argv=None):
               horseshoe_reference())]  # fmt: skip
     rows = []
     for name, model, args, site, (exact, ref_se) in cases:
-        forms = [("centered", model), ("non-centered as noted",
-                  numpyro.handlers.reparam(model, config={site: LocScaleReparam(0)}))]
-        for form, m in forms:
-            run(m, args, 10_000)  # compiles
-            runs = [run(m, args, s) for s in range(opts.seeds)]
+        reparam = numpyro.handlers.reparam(model, config={site: LocScaleReparam(0)})
+        forms = [("numpyro", "centered", numpyro_call(model, args)),
+                 ("numpyro", "non-centered as noted", numpyro_call(reparam, args))]
+        if opts.pymc:
+            forms += [("pymc", "centered", pymc_call(pymc_model(name, False))),
+                      ("pymc", "non-centered as noted", pymc_call(pymc_model(name, True)))]
+        for adapter, form, call in forms:  # fmt: skip
+            run(call, 10_000)  # compiles
+            runs = [run(call, s) for s in range(opts.seeds)]
             err = np.array([r["log_z"] - exact for r in runs])
             right = np.abs(err) <= 0.1 + 2 * ref_se
             silent = sum(abs(e) > 3 * r["se"] + 0.05 + 2 * ref_se and not r["warned"]
                          for e, r in zip(err, runs, strict=True))  # fmt: skip
             rows.append(
-                f"| {name} | {form} | {exact:.3f} ± {ref_se:.3f} | {err.mean():+.3f} "
+                f"| {name} | {adapter} | {form} | {exact:.3f} ± {ref_se:.3f} | {err.mean():+.3f} "
                 f"({err.std():.3f}) | {err.min():+.3f} … {err.max():+.3f} | "
                 f"{np.median([r['se'] for r in runs]):.3f} | {right.sum()}/{len(runs)} | "
                 f"{sum(r['warned'] for r in runs)} | {sum(r['noted'] for r in runs)} | {silent} | "
@@ -139,11 +188,12 @@ def main(argv=None):
     _machine.write(opts.out, [
         "# Centered hierarchies: the warning's non-centering note, followed", "",
         f"`{cmd.strip()}` · {_machine.describe()} · {time.strftime('%Y-%m-%d')} · default "
-        f"`phn.HAIS(model).run(key, ...)`, keys 0–{opts.seeds - 1}", "",
+        f"`phn.HAIS(model).run(key, ...)` and `php.sample_hais(model=model, random_seed=seed)`, "
+        f"keys and seeds 0–{opts.seeds - 1}", "",
         __doc__.split("\n\n", 2)[2].strip(), "",
-        "| model | form | exact log Z | mean error (sd) | range | median SE | right | warned "
-        "| noted | silent | gradients | time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | adapter | form | exact log Z | mean error (sd) | range | median SE | right "
+        "| warned | noted | silent | gradients | time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ])  # fmt: skip
 
