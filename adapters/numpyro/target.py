@@ -167,8 +167,7 @@ class NumPyroTarget(SplitDensity):
     def remedy_note(self) -> str | None:
         """What the evidence warning adds for this model: its centered hierarchical sites and
         how to non-center them (the evidence is unchanged), or None."""
-        args, kwargs = self._data
-        names = centered_sites(self.model, args, kwargs, self.latent, self.unravel, self.dim)
+        names = centered_sites(self.model, *self._data, self.latent, self.unravel, self.dim)
         if not names:
             return None
         config = ", ".join(f"{n!r}: LocScaleReparam(0)" for n in names)

@@ -172,7 +172,10 @@ class PyMCTarget(SplitDensity):
     def remedy_note(self) -> str | None:
         """What the evidence warning adds for this model: its centered hierarchical variables
         and how to non-center them (the evidence is unchanged), or None."""
-        names = centered_variables(self.model)
+        try:
+            names = centered_variables(self.model)
+        except Exception:  # a graph this reading does not know: no note, never a failed call
+            return None
         if not names:
             return None
         n = names[0]
