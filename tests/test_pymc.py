@@ -517,9 +517,9 @@ def test_a_gaussian_random_walk():
 
 @pytest.mark.skipif(
     tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11),
-    reason="hung once under pytest-xdist on jax 0.10.2 (the oldest stack): the particle "
-    "groups' threads waited inside XLA's execution of this model's Cholesky; not reproduced "
-    "alone (stop 65, a lead in docs/architecture.md)",
+    reason="jaxlib 0.10.2's batched LAPACK kernels deadlocked under concurrent particle groups "
+    "(stops 65-66, docs/architecture.md); annealing/starvation.py now runs such a model's groups "
+    "one at a time there, unskip once repeated full oldest-stack runs pass",
 )
 def test_a_gp_marginal_likelihood():
     """``pm.gp.Marginal`` with a Gamma prior on the lengthscale (exact: a 1-D integral of the

@@ -25,6 +25,7 @@ from ..result import InitialSupportError
 from ..structure import compile_once, merge, split
 from .outputs import finish, merge_groups
 from .scan import anneal
+from .starvation import serial_groups
 
 
 @lru_cache(maxsize=32)
@@ -247,9 +248,10 @@ def run(
         return jax.block_until_ready(out)
 
     try:
-        outs = run_interruptibly(
-            [in_thread(lambda g=g: group(g)) for g in range(groups)]
-        )  # fmt: skip
+        if groups > 1 and serial_groups(structure, target):  # one group at a time
+            (outs,) = run_interruptibly([in_thread(lambda: [group(g) for g in range(groups)])])
+        else:
+            outs = run_interruptibly([in_thread(lambda g=g: group(g)) for g in range(groups)])
     finally:
         for run_id in run_ids:
             close_bar(run_id)
