@@ -3,7 +3,6 @@
 Tolerance |log Ẑ − log Z| < 4·SE (see test_estimators.py).
 """
 
-import jax
 import numpy as np
 import pytest
 from scipy.special import betaln, gammaln
@@ -515,12 +514,6 @@ def test_a_gaussian_random_walk():
     check(est, se, multivariate_normal(np.zeros(n), cov).logpdf(y))
 
 
-@pytest.mark.skipif(
-    tuple(int(v) for v in jax.__version__.split(".")[:2]) < (0, 11),
-    reason="jaxlib 0.10.2's batched LAPACK kernels deadlocked under concurrent particle groups "
-    "(stops 65-66, docs/architecture.md); annealing/starvation.py now runs such a model's groups "
-    "one at a time there, unskip once repeated full oldest-stack runs pass",
-)
 def test_a_gp_marginal_likelihood():
     """``pm.gp.Marginal`` with a Gamma prior on the lengthscale (exact: a 1-D integral of the
     GP's marginal likelihood, on a grid)."""
