@@ -55,6 +55,7 @@ from .schedules import (
     sigmoid_schedule,
     survey_schedule,
 )
+from .tails import IndependentStudentT
 from .target import AnnealingTarget, Gaussian, GaussianMixture, Potential, StudentT
 
 __version__ = "0.1.0"
@@ -84,6 +85,7 @@ __all__ = [
     "RejectionBudgetError",
     "Gaussian",
     "GaussianMixture",
+    "IndependentStudentT",
     "StudentT",
     "LogLikelihoodEstimate",
     "Potential",

@@ -279,7 +279,7 @@ def evidence_checks(
             "have an infinite variance, so the standard error understates the error and the "
             "estimate is likely biased low (heavy tails or regions the particles rarely "
             f"reach){_too_high(excess, max_weight, num_particles)}. Remedy: {more}; an initial "
-            "distribution with heavier tails."
+            "distribution with heavier tails (initial='laplace_t')."
         )
     if ess is None:
         pass
@@ -344,7 +344,7 @@ def evidence_checks(
             "particles never reached (tails heavier than the initial distribution's, a funnel's "
             "neck, a target much wider than the start) is missing and the estimate is probably "
             "too low by more than its SE. Remedy: an initial distribution at least as wide and "
-            "heavy-tailed as the target (e.g. a Student-t), more temperatures or leapfrog steps "
+            "heavy-tailed as the target (initial='laplace_t'), more temperatures or leapfrog steps "
             "per temperature (num_leapfrog); for a funnel, a non-centered parameterization."
         )
     if discrete_acceptance is not None and not discrete_acceptance >= DISCRETE_ACCEPT_WARN:

@@ -53,16 +53,11 @@ from .annealing.kernels import HAISOptions
 from .budget import SE_SLACK, Spent, StepsPlan, choose_num_steps, main_gradients, next_fits
 from .density import ModelDensity, improper_note
 from .estimators import disagreement
+from .fits import _method
 from .mcmc.fast_random import check_key, host_fold_in, host_split
 from .precision import float64
 from .result import AISResult
-from .starts import (
-    _choose_initial,
-    _method,
-    choose_initial,
-    transition,
-    with_local_steps,
-)
+from .starts import _choose_initial, choose_initial, transition, with_local_steps
 from .starts import discrete as _discrete
 from .target import AnnealingTarget
 
@@ -74,7 +69,7 @@ class Evidence:
 
     results: list[AISResult]
     target: AnnealingTarget  # what the chains annealed
-    initial: str  # "prior", "laplace", "vi", "student_t" or "user" (ppl_hais.starts)
+    initial: str  # "prior", "laplace", "laplace_t", "vi", "student_t", "user" (ppl_hais.starts)
     log_z: float
     log_z_se: float
     checks: tuple[str, ...]

@@ -27,7 +27,7 @@ from .schedules import _NAMED
 __all__ = ["check", "of_keywords"]
 
 SCHEDULES = ("adaptive", *sorted(_NAMED))  # "adaptive" is measured on the pilot, not named
-INITIALS = ("auto", "prior", "laplace", "vi", "student_t")  # ppl_hais.starts.NAMES
+INITIALS = ("auto", "prior", "laplace", "laplace_t", "vi", "student_t")  # ppl_hais.starts.NAMES
 
 
 def of_keywords(cls, keywords):

@@ -6,21 +6,28 @@ nothing is fitted; otherwise a Laplace fit at the posterior mode is piloted too,
 neither reaches half the pilot's particles in importance ESS (a hard path: a funnel, heavy
 tails), a Gaussian and a Student-t fitted by natural-gradient variational inference
 (:mod:`ppl_hais.vi`) are piloted as well. The start whose pilot weights have the largest
-importance ESS wins, a fit only where it beats the prior's beyond its noise. Any normalized
-start keeps Ẑ unbiased for p(data | model): the start only changes the path. Each target is
-kept on the model object, so a second call compiles nothing and fits nothing.
+importance ESS wins, a fit only where it beats the prior's beyond its noise. Where the target's
+tails along the Laplace fit's axes read heavy, independent Student-t marginals with those tails
+(:mod:`ppl_hais.tails`) are piloted as well, and a start whose tails are too light for weights
+of finite variance there is not chosen, whatever its pilot's ESS. Any normalized start keeps Ẑ
+unbiased for p(data | model): the start only changes the path. Each target is kept on the model
+object, so a second call compiles nothing and fits nothing.
+
+The starts themselves are built in :mod:`ppl_hais.fits`.
 
 Example
 -------
 >>> import jax, jax.numpy as jnp, ppl_hais as ph
->>> from ppl_hais.starts import vi_target
->>> class Model:  # y = 1 under N(z, 1), z ~ N(0, 1): the posterior is N(0.5, 0.5)
+>>> from ppl_hais.starts import choose_initial
+>>> class Model:  # y = 1 under N(z, 1), z ~ N(0, 1): the prior holds the posterior
 ...     dim, improper, prior = 1, (), ph.Gaussian(jnp.zeros(1), 1.0)
+...     def log_likelihood(self, z):
+...         return -0.5 * jnp.sum((1.0 - z) ** 2) - 0.5 * jnp.log(2 * jnp.pi)
 ...     def log_joint(self, z):
-...         return -0.5 * jnp.sum(z**2) - 0.5 * jnp.sum((1.0 - z) ** 2)
->>> q = vi_target(Model()).initial  # the fit, widened by 1.2 as the Laplace start is
->>> round(float(q.mean[0]), 3), round(float(q.scale_tril[0, 0] / 1.2) ** 2, 3)
-(0.5, 0.5)
+...         return self.prior.log_prob(z) + self.log_likelihood(z)
+>>> name, target, pilot, choice = choose_initial(jax.random.key(0), Model())
+>>> name, sorted(choice)
+('prior', ['prior'])
 """
 
 from __future__ import annotations
@@ -34,18 +41,17 @@ from . import diagnostics, estimators, progress
 from ._names import refuse_unknown
 from .annealing import PilotOptions, survey
 from .annealing.bias import suspect_outside
-from .annealing.execution import initial_sampler
 from .annealing.kernels import HAISOptions, mixed_kernel
 from .density import ModelDensity, improper_error, outside_support_note
-from .laplace import laplace_fit
-from .mcmc.fast_random import host_key
+from .fits import _cache, laplace_t_target, laplace_target, prior_target, vi_target
 from .options import INITIALS
 from .precision import float64
 from .result import InitialSupportError
+from .tails import has_heavy_tails, too_light
 from .target import AnnealingTarget, Gaussian
-from .vi import fit_vi
 
-__all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "vi_target"]
+__all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "laplace_t_target",
+           "vi_target"]
 
 NAMES = INITIALS  # the names initial= takes besides a distribution
 VI_BELOW = 0.5  # "auto" fits VI starts when the best pilot ESS is below this fraction
@@ -75,13 +81,6 @@ NEAR_EXACT = 0.9
 # and one was 1.2 nat low without a warning (benchmarks/trust_suite.py, key 733). Fits that
 # pay win by far more: the regressions' Laplace starts 56-64 against the prior's 1-21.
 FIT_BEATS = 2.0
-VI_FULL_RANK_UP_TO = 100  # coordinates; a diagonal Gaussian above
-STUDENT_T_DF = 3.0
-SCALE_INFLATION = 1.2  # as the Laplace start's: fits are narrower than the posterior
-
-_LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
-
-
 def discrete(model):
     """The model's discrete-coordinate mask as a tuple, or None when it has none."""
     mask = getattr(model, "discrete", None)
@@ -94,112 +93,6 @@ def transition(model, kernel_options: HAISOptions):
     kernel = kernel_options.kernel()
     mask = discrete(model)
     return kernel if mask is None else mixed_kernel(mask, kernel)
-
-
-def _method(model, name):
-    """``model.<name>`` as a pytree (the unbound function, partially applied to the model), so
-    that a model registered as a pytree (its data as leaves: the NumPyro adapter's) gives
-    targets that compile once per structure, not once per object (``ppl_hais.structure``)."""
-    func = getattr(type(model), name, None)
-    if callable(func) and not isinstance(func, staticmethod | classmethod):
-        return jax.tree_util.Partial(func, model)
-    return getattr(model, name)
-
-
-def _cache(model) -> dict:
-    return model.__dict__.setdefault("_ppl_hais_targets", {})
-
-
-def _cached(model, name, build):
-    """A target kept on the model object: the same object ⇒ the annealer's compiled scans hit.
-    A fit that failed is kept as its error (under ``name + "_error"``), raised again without
-    refitting; what it spent (``LaplaceError.gradients``, ``VIError.gradients``) is counted by
-    the call that tried it."""
-    cache = _cache(model)
-    if name + "_error" in cache:
-        raise cache[name + "_error"]
-    if name not in cache:
-        try:
-            cache[name] = build()
-        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
-            # a failed fit's gradients, counted by its call, once: the Student-t fit builds on
-            # the Gaussian one and raises its error again
-            if hasattr(err, "gradients") and not any(v is err for v in cache.values()):
-                cache[name + "_gradients"] = err.gradients
-            cache[name + "_error"] = err
-            raise
-    return cache[name]
-
-
-def prior_target(model: ModelDensity) -> AnnealingTarget:
-    """Anneal prior → posterior (the likelihood form: one density evaluation less per step)."""
-    return _cached(
-        model,
-        "prior",
-        lambda: AnnealingTarget(
-            initial=model.prior, log_likelihood=_method(model, "log_likelihood")
-        ),
-    )
-
-
-def laplace_target(model: ModelDensity) -> AnnealingTarget:
-    """Anneal N(mode, 1.2² H⁻¹) → prior × likelihood; the mode is searched from zeros and a few
-    prior draws (a fixed key, so the fit, and the compiled target, are the same every call).
-    Raises ValueError when no finite mode or no positive-definite Hessian is found."""
-
-    def build():
-        starts = np.zeros((1, model.dim))
-        if model.prior is not None:
-            # the pilot's compiled prior sampler (its first draws are these), not an eager
-            # run of the model's sampler, which compiled a program per operation (0.5 s)
-            draws = initial_sampler(prior_target(model), _LAPLACE_RESTARTS)(host_key(1))
-            starts = np.concatenate([starts, draws])
-        log_joint = _method(model, "log_joint")
-        gaussian, gradients = laplace_fit(log_joint, starts)  # LaplaceError: _cached counts
-        _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
-        return AnnealingTarget(initial=gaussian, log_density=log_joint)
-
-    return _cached(model, "laplace", build)
-
-
-def _fit_start(model):
-    """(mean, scale_tril) to start a VI fit from: the Laplace fit when it found one mode (it
-    is cached when ``auto`` tried it), else zeros and the identity."""
-    laplace = _cache(model).get("laplace")
-    if laplace is not None and isinstance(laplace.initial, Gaussian):
-        g = laplace.initial
-        tril = g.scale_tril if g.scale_tril is not None else np.diag(g.scale)
-        return np.asarray(g.mean), np.asarray(tril) / SCALE_INFLATION
-    return np.zeros(model.dim), np.eye(model.dim)
-
-
-def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
-    """Anneal from a natural-gradient variational fit (:func:`ppl_hais.vi.fit_vi`) →
-    prior × likelihood: ``family="gaussian"`` (full rank up to 100 coordinates, diagonal
-    above) or ``"student_t"`` (ν = 3, fitted from the Gaussian fit). Widened by 1.2. Raises
-    :class:`~ppl_hais.vi.VIError` when the fit's ELBO is not finite."""
-
-    def build():
-        log_joint = _method(model, "log_joint")
-        key = host_key(2)  # a fixed key: the same fit, and compiled target, every call
-        if family == "student_t":
-            gaussian = vi_target(model).initial
-            tril = gaussian.scale_tril if gaussian.scale_tril is not None else np.diag(
-                gaussian.scale
-            )
-            fit = fit_vi(key, log_joint, gaussian.mean, tril / SCALE_INFLATION,
-                         family="student_t", df=STUDENT_T_DF, scale_inflation=SCALE_INFLATION)
-        else:
-            mean, tril = _fit_start(model)
-            fam = "gaussian" if model.dim <= VI_FULL_RANK_UP_TO else "diagonal"
-            fit = fit_vi(key, log_joint, mean, tril, family=fam,
-                         scale_inflation=SCALE_INFLATION)  # fmt: skip
-        _cache(model)[f"{name}_gradients"] = fit.gradients
-        _cache(model)[f"{name}_fit"] = fit
-        return AnnealingTarget(initial=fit.distribution, log_density=log_joint)
-
-    name = "vi" if family == "gaussian" else family
-    return _cached(model, name, build)
 
 
 def _user_target(model, initial):
@@ -250,7 +143,7 @@ def _named_candidates(model, initial):
     """{name: target} for a string ``initial`` and {name: error} for the starts that failed."""
     if initial not in NAMES:
         raise ValueError(f"unknown initial {initial!r}: use one of {NAMES} or a distribution")
-    if discrete(model) and initial in ("laplace", "vi", "student_t"):
+    if discrete(model) and initial in ("laplace", "laplace_t", "vi", "student_t"):
         raise ValueError(
             f"initial={initial!r} needs continuous coordinates; this model has discrete ones "
             f"({getattr(model, 'discrete_names', '')}): use initial='prior' (or 'auto')"
@@ -260,9 +153,9 @@ def _named_candidates(model, initial):
     candidates, errors = {}, {}
     if initial in ("auto", "prior"):
         candidates["prior"] = prior_target(model)
-    builders = {"laplace": laplace_target, "vi": vi_target,
+    builders = {"laplace": laplace_target, "laplace_t": laplace_t_target, "vi": vi_target,
                 "student_t": lambda m: vi_target(m, "student_t")}  # fmt: skip
-    if initial in ("auto", "laplace", "vi", "student_t") and not discrete(model):
+    if (initial == "auto" or initial in builders) and not discrete(model):
         name = "laplace" if initial == "auto" else initial
         try:
             candidates[name] = builders[name](model)
@@ -292,6 +185,33 @@ def _laplace_candidate(model):
         return {"laplace": laplace_target(model)}
     except (ValueError, np.linalg.LinAlgError, FloatingPointError):
         return {}
+
+
+def _tail_candidate(model):
+    """{"laplace_t": target} for auto where some axis of the Laplace fit reads heavy tails."""
+    try:
+        target = laplace_t_target(model)
+    except (ValueError, np.linalg.LinAlgError, FloatingPointError):
+        return {}
+    return {"laplace_t": target} if has_heavy_tails(_cache(model)["laplace_t_fit"]) else {}
+
+
+def _too_light(model, candidates, names) -> set:
+    """The starts among ``names`` too light-tailed for the tails read along the Laplace axes
+    (:func:`ppl_hais.tails.too_light`); none where no tail start was piloted."""
+    reading = _cache(model).get("laplace_t_fit")
+    if reading is None or "laplace_t" not in names:
+        return set()
+    light = set()
+    for name in set(names) - {"laplace_t"}:
+        start = candidates[name].initial
+        log_prob = getattr(type(start), "log_prob", None)
+        try:  # an unbound method over the start as a pytree: compiled once per structure
+            if callable(log_prob) and too_light(jax.tree_util.Partial(log_prob, start), reading):
+                light.add(name)
+        except (TypeError, ValueError, FloatingPointError):
+            pass  # a start that cannot be read is kept
+    return light
 
 
 def _vi_candidates(model):
@@ -381,10 +301,14 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
     prior_works = clears and not marginal
     if initial == "auto" and not discrete(model) and not prior_works:
         pilot(_laplace_candidate(model))
+        if np.nan_to_num(choice.get("laplace", np.inf), nan=0.0) < NEAR_EXACT * size:
+            pilot(_tail_candidate(model))  # tails a Gaussian start would not reach
+    light = _too_light(model, candidates, choice)
     if initial == "auto" and not discrete(model) and not clears and max(
-        np.nan_to_num(list(choice.values()), nan=0.0), default=0.0
+        np.nan_to_num([v for n, v in choice.items() if n not in light], nan=0.0), default=0.0
     ) < VI_BELOW * size:
         pilot(_vi_candidates(model))
+        light = _too_light(model, candidates, choice)
     for key, value in _cache(model).items():  # the fits this call made
         if key.endswith("_gradients") and key not in fitted_before:
             gradients += value
@@ -393,8 +317,10 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
             raise outside
         warnings.warn(outside_support_note(outside.bad, outside.num), UserWarning,
                       stacklevel=diagnostics.user_stacklevel())  # fmt: skip
-    best = max(choice, key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
-    if initial == "auto" and outside is None and (prior_works or not _beats(
-            pilots[best], pilots["prior"]) or (marginal and choice[best] < NEAR_EXACT * size)):
+    best = max(set(choice) - light or choice,
+               key=lambda n: (np.nan_to_num(choice[n], nan=0.0), n == "prior"))
+    if initial == "auto" and outside is None and "prior" not in light and (
+            prior_works or not _beats(pilots[best], pilots["prior"])
+            or (marginal and choice[best] < NEAR_EXACT * size)):  # fmt: skip
         best = "prior"
     return best, candidates[best], pilots[best], choice, int(gradients)

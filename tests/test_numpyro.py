@@ -185,6 +185,23 @@ def test_divergences_where_no_weight_ends_do_not_warn():
     check(h, exact)
 
 
+def independent_cauchy(dim=4):
+    """Independent Cauchy coordinates through a N(0, 1) prior and a factor: evidence 1."""
+    z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([dim]).to_event(1))
+    numpyro.factor("tails", jnp.sum(dist.Cauchy().log_prob(z) - dist.Normal().log_prob(z)))
+
+
+def test_heavy_tails_get_the_tail_start_by_default():
+    """A Gaussian start (the prior, Laplace) cannot reach Cauchy tails; the default call
+    reads them along the Laplace axes and anneals from Student-t marginals (ppl_hais.tails)."""
+    h = phn.HAIS(independent_cauchy, progress_bar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ph.EvidenceWarning)
+        h.run(jax.random.key(3))
+    assert h.evidence.initial == "laplace_t", h.evidence.choice
+    check(h, 0.0)
+
+
 def test_a_warning_on_a_centered_hierarchy_names_the_reparameterization_that_keeps_z():
     """θ_i ~ N(0, τ) with τ ~ HalfCauchy(5), written centered (a funnel): a warning names θ and
     the ``LocScaleReparam`` that non-centers it; the model reparameterized as it says has the

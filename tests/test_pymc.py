@@ -474,6 +474,21 @@ def test_an_ordered_transform_sets_the_prior_aside():
         evidence(model, initial="prior")
 
 
+def test_heavy_tails_get_the_tail_start_by_default():
+    """As tests/test_numpyro.py's: independent Cauchy coordinates (evidence 1) through a
+    N(0, 1) prior and a Potential; the default call anneals from the tail start."""
+    with pm.Model() as model:
+        z = pm.Normal("z", 0.0, 1.0, shape=4)
+        pm.Potential("tails", pm.logp(pm.Cauchy.dist(0.0, 1.0), z).sum()
+                     - pm.logp(pm.Normal.dist(0.0, 1.0), z).sum())  # fmt: skip
+    with model:
+        idata = php.sample_hais(random_seed=3, progressbar=False)
+    est, se = ph.compare.evidence_of(idata)
+    assert idata["sample_stats"].attrs["hais_initial"] == "laplace_t"
+    assert not idata["sample_stats"].attrs.get("evidence_checks")
+    check(est, se, 0.0)
+
+
 def test_a_warning_on_a_centered_hierarchy_names_the_variables_to_non_center():
     """θ_i ~ N(0, τ) written centered: a failed check's warning names θ and the non-centered
     form; written non-centered (θ = τ·z, a Deterministic), or a regression whose only latent

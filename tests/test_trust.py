@@ -17,6 +17,7 @@ from scipy import special, stats
 
 import ppl_hais as ph
 from ppl_hais import diagnostics, estimators, starts
+from ppl_hais import fits as fits_module
 from ppl_hais.annealing import PilotOptions
 from ppl_hais.evidence import evidence
 
@@ -610,6 +611,7 @@ def test_a_prior_that_works_within_its_pilot_s_noise_gives_way_only_to_a_near_ex
 
     monkeypatch.setattr(starts, "_survey", survey)
     monkeypatch.setattr(starts, "_laplace_candidate", lambda m: {"laplace": starts.prior_target(m)})
+    monkeypatch.setattr(starts, "_tail_candidate", lambda m: {})
     monkeypatch.setattr(starts, "_vi_candidates", lambda m: {"vi": starts.prior_target(m)})
     ess = diagnostics.importance_ess(pilot(equal).log_weights)
     se = estimators.importance_ess_se(pilot(equal).log_weights)
@@ -642,7 +644,7 @@ def test_a_failed_laplace_fit_counts_its_gradients_once_and_is_not_fitted_again(
         lw = np.where(np.arange(64) < 2, 0.0, -np.inf)  # ESS 2: the prior does not work
         return type("Pilot", (), {"log_weights": lw, "outside": 0.0})(), 100
 
-    monkeypatch.setattr(starts, "laplace_fit", failing)
+    monkeypatch.setattr(fits_module, "laplace_fit", failing)
     monkeypatch.setattr(starts, "_survey", survey)
     monkeypatch.setattr(starts, "_vi_candidates", lambda m: {})
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)
@@ -675,7 +677,7 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
         lw = np.where(np.arange(64) < 2, 0.0, -np.inf)  # ESS 2: every start fails its pilot
         return type("Pilot", (), {"log_weights": lw, "outside": 0.0})(), 100
 
-    monkeypatch.setattr(starts, "fit_vi", failing)
+    monkeypatch.setattr(fits_module, "fit_vi", failing)
     monkeypatch.setattr(starts, "_survey", survey)
     model = Regression(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.ones(3), 1.0)  # 1 mode
     options = dict(num_steps=50, kernel_options=HAISOptions.of({}),
@@ -684,7 +686,8 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     second = starts._choose_initial(jax.random.key(0), model, "auto", **options)
     assert set(first[3]) == set(second[3]) == {"prior", "laplace"}  # no VI start piloted
     laplace = starts._cache(model)["laplace_gradients"]
-    assert laplace > 0 and (first[4], second[4]) == (200 + laplace + 64, 200)  # 64 draws
+    probe = 4 * model.dim + 1  # the tail probe's density evaluations (ppl_hais.tails)
+    assert laplace > 0 and (first[4], second[4]) == (200 + laplace + 64 + probe, 200)  # 64 draws
     assert fits == ["gaussian"]
     with pytest.raises(VIError, match="not finite") as err:  # initial="vi" says why, unfitted
         starts.vi_target(model)
@@ -723,6 +726,7 @@ def test_a_near_exact_prior_pilot_is_kept_with_its_own_noise_outside(
     seen = []
     monkeypatch.setattr(starts, "_survey", survey)
     monkeypatch.setattr(starts, "_laplace_candidate", lambda m: {"laplace": starts.prior_target(m)})
+    monkeypatch.setattr(starts, "_tail_candidate", lambda m: {})
     monkeypatch.setattr(starts, "_vi_candidates", lambda m: {"vi": starts.prior_target(m)})
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)  # its pilots are the stubs above
     name, *_ = starts.choose_initial(jax.random.key(0), model, num_steps=50)
@@ -757,7 +761,7 @@ def test_a_prior_drawn_outside_the_support_is_set_aside_under_auto(monkeypatch):
     def failing(log_density, starts_):
         raise LaplaceError("the Hessian at the mode is not positive definite", 10)
 
-    monkeypatch.setattr(starts, "laplace_fit", failing)
+    monkeypatch.setattr(fits_module, "laplace_fit", failing)
     monkeypatch.setattr(starts, "_vi_candidates", lambda m: {})
     with pytest.raises(InitialSupportError, match="30 of 64"):
         starts._choose_initial(jax.random.key(0), Regression(np.ones((3, 2)), np.ones(3), 1.0),

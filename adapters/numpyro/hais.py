@@ -60,16 +60,16 @@ class HAIS:
     adapt_mass_matrix : bool
         With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
         (as NUTS's ``adapt_mass_matrix``, but following the annealing).
-    initial : "auto", "prior", "laplace", "vi", "student_t", ph.Gaussian or (guide, params)
-        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior,
-        keeps the prior when its pilot works, and otherwise pilots a Gaussian fitted at the
-        posterior mode (Laplace) too and keeps the one whose weights degenerate less
-        (:func:`ppl_hais.starts.choose_initial`): with a vague
+    initial : "auto", "prior", "laplace", "laplace_t", "vi", "student_t", a distribution
+        Where annealing starts (a ``ph.Gaussian``, or a NumPyro guide as ``(guide, params)``).
+        ``"auto"`` (default) pilots from the prior, keeps it when its pilot works, and
+        otherwise pilots a Gaussian fitted at the posterior mode (Laplace) and keeps the one
+        whose weights degenerate less (:func:`ppl_hais.starts.choose_initial`): with a vague
         prior the Laplace start is orders of magnitude more accurate; with a hierarchical
-        model the prior usually wins; on a hard path (neither reaches half the pilot's
-        particles in ESS) natural-gradient VI fits, a Gaussian (``"vi"``) and a Student-t
-        (``"student_t"``), are piloted too (:mod:`ppl_hais.vi`). Any of them estimates
-        p(data | model) with the model's own prior: the initial only changes the path.
+        model the prior usually wins; where the model's tails along the fit's axes are heavy,
+        Student-t marginals with those tails (``"laplace_t"``, :mod:`ppl_hais.tails`); on a
+        hard path (neither reaches half the pilot's particles in ESS) natural-gradient VI
+        fits, ``"vi"`` and ``"student_t"``. The start changes the path, not p(data | model).
     bidirectional : bool
         Also anneal back from a quarter of the final particles and report the gap (a bias
         diagnostic; :func:`bdmc` gives the bounds on simulated data).

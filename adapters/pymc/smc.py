@@ -137,11 +137,12 @@ def sample_hais(
         As in :func:`ppl_hais.hais`. The default schedule places the temperatures at equal
         thermodynamic length and the step size follows a target acceptance, both measured on
         a discarded pilot run before the main run (the estimate stays unbiased).
-    initial : "auto", "prior", "laplace", "vi", "student_t" or ph.Gaussian
+    initial : "auto", "prior", "laplace", "laplace_t", "vi", "student_t" or ph.Gaussian
         Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior,
         keeps the prior when its pilot works, and otherwise pilots a Gaussian fitted at the
         posterior mode too and keeps the one whose weights degenerate less
-        (:func:`ppl_hais.starts.choose_initial`; on a hard path also
+        (:func:`ppl_hais.starts.choose_initial`; where the model's tails along the fit's axes
+        are heavy, Student-t marginals with those tails, ``"laplace_t"``; on a hard path also
         natural-gradient VI fits, :mod:`ppl_hais.vi`); ``"prior"`` needs proper priors;
         ``"vi"``/``"student_t"`` a Gaussian/Student-t fitted by natural-gradient VI; or a
         given Gaussian over the transformed coordinates. The estimate is of
