@@ -42,6 +42,7 @@ Student-t and Cauchy location-scale models, a label-switching mixture), exact by
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
 import json
 import math
@@ -548,6 +549,7 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False, num_ste
             gap=gap, shortfall=float(st.attrs["shortfall"]), gradients=int(st.attrs["gradients"]),
             excess=float(st.attrs["excess"]),
             cleared=[c for c in st.attrs.get("cleared_checks", "").split(",") if c],
+            start=st.attrs.get("hais_initial", "?"),
         )  # fmt: skip
     both, both_se = (np.nan, np.nan) if ev.bias is None else (ev.bias.log_z_bennett,
                                                               ev.bias.log_z_bennett_se)
@@ -556,7 +558,7 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False, num_ste
                 bridged=ev.bridged,
                 checks=[c.split(":")[0] for c in ev.checks],
                 gap=ev.bias_gap, shortfall=ev.shortfall, gradients=ev.gradients,
-                excess=ev.excess, cleared=list(ev.cleared))  # fmt: skip
+                excess=ev.excess, cleared=list(ev.cleared), start=ev.initial)  # fmt: skip
 
 
 def report(args):
@@ -620,6 +622,8 @@ def summarize(name, adapter, runs, seeds):
         covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}" + (
             f" ({int(np.sum(unbounded))} unbounded)" if unbounded.any() else ""),
         checks=", ".join(sorted({c for r in runs for c in r["checks"]})) or "—",
+        starts=", ".join(f"{k} {v}" for k, v in collections.Counter(
+            r.get("start", "?") for r in runs).most_common()),
         grads=np.mean([r["gradients"] for r in runs]),
         wall=np.median([r["wall"] for r in runs[1:]] or [runs[0]["wall"]]), n=seeds,
     )  # fmt: skip
@@ -666,20 +670,22 @@ def write(args, rows):
         "`Evidence.bridged`: a last rung that still fails a check and whose bias check ran), "
         "and the runs whose last rung's forward estimate alone is within 0.1 nat (the estimate "
         "before stop 51); "
+        "*starts*: the start each call's `initial='auto'` chose (ppl_hais.starts: "
+        "`laplace_t`, Student-t marginals along the Laplace axes with the tails read there); "
         "*gradients*: mean per call, everything counted; *time*: median of the calls after the "
         "first (the first compiles).",
         "",
         "| model | adapter | mean error (sd) | median SE | median gap | right | warned | false "
         "alarms | silent | stated gap covers | bridged · forward right | checks that fired "
-        "| gradients | time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| starts | gradients | time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['adapter']} | {r['err']:+.3f} ({r['sd']:.3f}) | {r['se']:.3f} "
             f"| {r['gap']} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
             f"{r['silent']} | {r['covered']} | {r.get('bennett', '')} | {r['checks']} | "
-            f"{r['grads'] / 1e6:.2f} M | "
+            f"{r.get('starts', '')} | {r['grads'] / 1e6:.2f} M | "
             f"{r['wall']:.2f} s |"
         )
     right = sum(r["right"] for r in rows)
