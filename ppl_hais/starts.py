@@ -81,6 +81,8 @@ NEAR_EXACT = 0.9
 # and one was 1.2 nat low without a warning (benchmarks/trust_suite.py, key 733). Fits that
 # pay win by far more: the regressions' Laplace starts 56-64 against the prior's 1-21.
 FIT_BEATS = 2.0
+
+
 def discrete(model):
     """The model's discrete-coordinate mask as a tuple, or None when it has none."""
     mask = getattr(model, "discrete", None)
