@@ -36,10 +36,10 @@ True
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,13 +50,21 @@ from ._names import refuse_unknown
 from .annealing import PilotOptions, RunOptions, ais, hais
 from .annealing.bias import BiasCheck, check_bias, needs_check
 from .annealing.kernels import HAISOptions
-from .budget import SE_SLACK, Spent, StepsPlan, choose_num_steps, main_gradients, next_fits
+from .budget import (
+    SE_SLACK,
+    Spent,
+    StepsPlan,
+    bias_reserve,
+    choose_num_steps,
+    main_gradients,
+    next_fits,
+)
 from .density import ModelDensity, improper_note
-from .estimators import disagreement
 from .fits import _method
 from .mcmc.fast_random import check_key, host_fold_in, host_split
 from .precision import float64
 from .result import AISResult
+from .runs import chains, check_names, largest, pooled_checks, record, topped_up
 from .starts import _choose_initial, choose_initial, transition, with_local_steps
 from .starts import discrete as _discrete
 from .target import AnnealingTarget
@@ -108,7 +116,7 @@ class Evidence:
             return _ladder.bridge_figures(self.trajectory, self.log_z)[1]
         if self.trajectory:
             return self.trajectory[-1].excess
-        return _largest(r.excess for r in self.results)
+        return largest(r.excess for r in self.results)
 
     @property
     def cleared(self) -> tuple[str, ...]:
@@ -145,9 +153,11 @@ class Evidence:
         return float(sum(r.ess for r in self.results))
 
     def resample(self, rng_key) -> np.ndarray:
-        """(chains, particles) indices drawn by weight, from the user's key."""
+        """(chains, particles) indices drawn by weight, from the user's key: as many per chain
+        as the call's ``num_particles`` (a rung topped up pools several runs' particles)."""
         keys = host_split(rng_key, len(self.results))
-        return np.stack([r.resample(k) for r, k in zip(self.results, keys, strict=True)])
+        return np.stack([r.resample(k, r.num_particles // r.settings.get("num_runs", 1))
+                         for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
 
 
 @float64
@@ -177,7 +187,9 @@ def evidence(
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
     (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
-    ``Evidence.trajectory``; after a rung of 1000 or more whose bias check found over 0.1
+    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.05 nat runs its
+    temperatures again with fresh keys and pools the particles (:mod:`ppl_hais.runs`;
+    ``settings["num_runs"]``); after a rung of 1000 or more whose bias check found over 0.1
     nat missing while its lag check failed, the rungs give each particle a step size of its
     own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
     A last rung that still fails states the gap in
@@ -253,9 +265,16 @@ def evidence(
         kernel_options.lookahead, kernel_options.flips) == (1, "standard")
     while True:
         key = key_chains if not trajectory else host_fold_in(key_chains, len(trajectory))
-        results = _chains(key, target, kernel, pilot, (pilot_options, run_options), num_chains,
-                          num_particles, steps, progress_bar)  # fmt: skip
+        run = functools.partial(chains, target=target, kernel=kernel, pilot=pilot, options=(
+            pilot_options, run_options), num_chains=num_chains, num_particles=num_particles,
+            num_steps=steps, progress_bar=progress_bar)  # fmt: skip
+        results = run(key)
         spent += main_gradients(results)
+        gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
+        if ladder and not own_reverse:  # weights that pass, an SE that particles bound
+            reserve = bias_reserve(steps, gps, last_check) if checking else 0
+            results, used = topped_up(key, results, run, room=max_gradients - spent - reserve)
+            spent += used
         log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
         checks = pooled_checks(results)
         if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
@@ -265,13 +284,12 @@ def evidence(
                 f"{budget.predicted_se:.3g}). Remedy: more particles or chains, or a larger "
                 "max_num_steps.",
             )
-        gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
         fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,
                     per_step=num_particles * num_chains * gps, gps=gps)  # fmt: skip
         bias = None
         # a later rung that fails only the weights' checks gets the bias check too: with the
         # previous rung it may show them to be false alarms (ppl_hais.ladder.clears)
-        weight_only = bool(checks) and set(_check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
+        weight_only = bool(checks) and set(check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
         if checking and (
             not checks or not next_fits(spent, last_check, **fits)
             or (ladder and trajectory and weight_only)
@@ -289,15 +307,8 @@ def evidence(
                 checks = checks + diagnostics.evidence_checks(
                     bias_gap=bias.gap, bias_gap_se=bias.gap_se
                 )
-        rung = _ladder.Rung(
-            steps, float(log_z), float(np.sqrt(var)), _check_names(checks),
-            float("nan") if bias is None else bias.gap, int(spent), time.perf_counter() - start,
-            _largest(r.lag for r in results), outside=_largest(r.outside_initial for r in results),
-            bias_gap_se=float("nan") if bias is None else bias.gap_se,
-            excess=_largest(r.excess for r in results), local_steps=kernel_options.local_steps,
-            bridge=np.nan if bias is None else bias.log_z_bennett,
-            bridge_se=np.nan if bias is None else bias.log_z_bennett_se,
-        )  # fmt: skip
+        rung = record(results, steps, log_z, var, checks, bias, spent, time.perf_counter() - start,
+                     kernel_options.local_steps)  # fmt: skip
         if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
             _, var_delta = diagnostics.pool(
                 [r.log_z for r in results], [r.log_z_se_delta for r in results]
@@ -336,34 +347,6 @@ def evidence(
     return out
 
 
-def _largest(values) -> float:
-    """The largest of the chains' finite figures; NaN when none was measured."""
-    finite = [v for v in values if np.isfinite(v)]
-    return max(finite) if finite else float("nan")
-
-
-def _check_names(checks) -> tuple[str, ...]:
-    """The checks' names ("pareto_k", "lag", ...), once each, chain labels dropped."""
-    parts = [c.split(": ") for c in checks]
-    names = [p[1] if p[0].startswith("chain ") and len(p) > 1 else p[0] for p in parts]
-    return tuple(dict.fromkeys(names))
-
-
-def _chains(key, target, kernel, pilot, options, num_chains, num_particles, num_steps,
-            progress_bar):  # fmt: skip
-    """One rung: the chains over ``num_steps`` temperatures, the shared pilot, the options."""
-    pilot_options, run_options = options
-    with warnings.catch_warnings():  # one pooled warning instead of one per chain
-        warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
-        run = dict(num_particles=num_particles, num_steps=num_steps, pilot=pilot, progress_bar=
-                   progress_bar, **pilot_options._asdict(), **run_options._asdict())  # fmt: skip
-        if run_options.bidirectional or run_options.reverse_from is not None:
-            return [ais(k, target, kernel, **run) for k in host_split(key, num_chains)]
-        # the chains as one population: one dispatch, particle groups shared
-        out = ais(key, target, kernel, num_chains=num_chains, **run)
-        return out if num_chains > 1 else [out]
-
-
 _CHECKED = ("step_size", "target_accept", "refresh", "num_leapfrog", "lookahead", "flips",
             "step_size_jitter", "local_steps", "schedule", "num_pilot_particles", "num_pilot_steps",
             "num_bins")  # fmt: skip
@@ -378,16 +361,3 @@ def _check_keywords(hais_kwargs) -> None:
     refuse_unknown(
         {k: v for k, v in hais_kwargs.items() if k not in taken}, "evidence", taken | own
     )
-
-
-def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:
-    """Every chain's failed checks (labelled by chain when there are several) and whether the
-    chains disagree beyond their own error bars."""
-    if len(results) == 1:
-        return tuple(results[0].checks)
-    checks = [f"chain {c}: {msg}" for c, r in enumerate(results) for msg in r.checks]
-    se = np.array([r.log_z_se for r in results])
-    if np.all(np.isfinite(se)):
-        ratio = disagreement([r.log_z for r in results], se)
-        checks.extend(diagnostics.evidence_checks(disagreement=ratio))
-    return tuple(checks)

@@ -6,8 +6,9 @@ pilot surveys the path as for the fixed default's 1000). A rung whose checks fai
 weights' checks, then the bias check) is followed by one with ``GROWTH`` times the
 temperatures and a fresh key, while the gradients spent so far and the next rung's predicted
 cost fit ``max_gradients`` (default: ``DEFAULT_BUDGET`` times the first rung's main run).
-Each rung is an independent run (compiling nothing new); the last one is the estimate and
-every rung is in the trajectory (:class:`Rung`, ``Evidence.trajectory``,
+Each rung is an independent run (compiling nothing new; one whose weights pass at an SE
+above 0.05 nat is topped up with particles: :mod:`ppl_hais.runs`); the last one is the
+estimate and every rung is in the trajectory (:class:`Rung`, ``Evidence.trajectory``,
 :func:`ppl_hais.plots.plot_convergence`).
 
 **A different transition** (:func:`needs_local_steps`). After a rung of ``FIXED_NUM_STEPS``

@@ -13,6 +13,7 @@ Example
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -133,6 +134,10 @@ class AISResult:
     log_z_upper_se: float = float("nan")
     lag: float = float("nan")
     outside_initial: float = float("nan")
+    # per particle, for :meth:`pooled`: log f − log q at the end, non-finite proposals
+    final_log_ratio: np.ndarray | None = field(default=None, repr=False)
+    particle_nonfinite: np.ndarray | None = field(default=None, repr=False)
+    log_z_initial: float = 0.0
 
     @classmethod
     def from_log_weights(
@@ -231,7 +236,52 @@ class AISResult:
             log_z_upper_se=float("nan") if upper_se is None else float(upper_se),
             lag=lag,
             outside_initial=float("nan") if outside is None else float(outside),
+            final_log_ratio=None if final_log_ratio is None else np.asarray(final_log_ratio),
+            particle_nonfinite=(None if particle_nonfinite is None
+                                else np.asarray(particle_nonfinite)),  # fmt: skip
+            log_z_initial=float(log_z_initial),
         )
+
+    @classmethod
+    def pooled(cls, runs: Sequence[AISResult]) -> AISResult:
+        """One result from independent forward runs over one schedule: their particles and
+        weights together, as one run of all their particles would give (its trace: the runs'
+        mean acceptance and step size, summed ESS, pooled running log Ẑ).
+
+        >>> import jax, jax.numpy as jnp, ppl_hais as ph
+        >>> t = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
+        ...                        initial=ph.Gaussian(jnp.zeros(2), 2.0))
+        >>> runs = [ph.hais(jax.random.key(i), t, num_particles=64, num_steps=100,
+        ...                 progress_bar=False) for i in range(2)]
+        >>> both = ph.AISResult.pooled(runs)
+        >>> both.num_particles, both.settings["num_runs"], both.log_z_se < runs[0].log_z_se
+        (128, 2, True)
+        """
+        first = runs[0]
+
+        def cat(name):
+            parts = [getattr(r, name) for r in runs]
+            return None if any(p is None for p in parts) else np.concatenate(parts)
+
+        traces = [r.trace for r in runs]
+        trace = AnnealingTrace(
+            first.trace.beta,
+            np.mean([t.acceptance_rate for t in traces], axis=0),
+            np.mean([t.step_size for t in traces], axis=0),
+            np.sum([t.ess for t in traces], axis=0),
+            logsumexp([t.log_z for t in traces], axis=0) - np.log(len(runs)),
+        )
+        outside = [r.outside_initial for r in runs]
+        settings = dict(first.settings, num_particles=sum(r.num_particles for r in runs),
+                        num_runs=sum(r.settings.get("num_runs", 1) for r in runs))  # fmt: skip
+        return cls.from_log_weights(
+            cat("log_weights"), particles=cat("particles"), betas=first.betas, trace=trace,
+            num_nonfinite=sum(r.num_nonfinite for r in runs),
+            particle_nonfinite=cat("particle_nonfinite"), log_z_initial=first.log_z_initial,
+            settings=settings, wall_time=sum(r.wall_time for r in runs),
+            final_log_ratio=cat("final_log_ratio"),
+            outside=None if np.all(np.isnan(outside)) else float(np.nanmean(outside)),
+        )  # fmt: skip
 
     @property
     def warning(self) -> bool:
@@ -282,7 +332,8 @@ class AISResult:
         lines = [
             f"log Z = {self.log_z:.4f} ± {self.log_z_se:.4f} (delta-method SE"
             f"{'' if np.isfinite(self.log_z_se) else f' {self.log_z_se_delta:.4f} not valid'})",
-            f"  kernel={s.get('kernel')}  particles={self.num_particles}  "
+            f"  kernel={s.get('kernel')}  particles={self.num_particles}"
+            + (f" ({s['num_runs']} runs pooled)" if s.get("num_runs", 1) > 1 else "") + "  "
             f"temperatures={len(self.betas) - 1}  schedule={s.get('schedule')}",
             f"  ESS = {self.ess:.1f} of {self.num_particles}  Pareto k = {self.pareto_k:.2f}  "
             f"lag = {self.lag:.2f}  acceptance: mean {np.mean(acc):.3f}, min {np.min(acc):.3f}",

@@ -13,6 +13,7 @@ from test_bias import _funnel, _TargetModel
 
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
+from ppl_hais.runs import PRECISE_SE
 from ppl_hais.ladder import (
     BRIDGE_CLEAR,
     DEFAULT_BUDGET,
@@ -72,6 +73,26 @@ def test_an_easy_model_takes_one_rung_and_counts_every_gradient():
     a = evidence(jax.random.key(0), model, num_particles=256, num_steps=1000, progress_bar=False)
     b = evidence(jax.random.key(0), model, num_particles=256, num_steps=1000, progress_bar=False)
     assert 0 < a.gradients - b.gradients < 20_000 and b.log_z == a.log_z
+
+
+def test_a_passing_rung_whose_se_particles_bound_is_topped_up_with_particles():
+    """A 10-D Gaussian from the prior with 64 particles: the first rung's weights pass at
+    an SE above ``PRECISE_SE``; the ladder runs the same 250 temperatures again with fresh
+    keys (no more temperatures) and pools the particles, to an SE at most ``PRECISE_SE``,
+    each run's gradients counted. A fixed ``num_steps`` makes one run, as it says."""
+    f, exact = _gaussian(10, 3.0)
+    model = _TargetModel(f, 10)
+    run = dict(num_particles=64, initial="prior", progress_bar=False)
+    ev = evidence(jax.random.key(1), model, **run)
+    (rung,) = ev.trajectory
+    runs = ev.results[0].settings["num_runs"]
+    assert rung.num_steps == 250 and runs > 1 and ev.results[0].num_particles == 64 * runs
+    assert not ev.checks and ev.log_z_se <= PRECISE_SE and abs(ev.log_z - exact) < 4 * ev.log_z_se
+    per_run = 64 * ev.results[0].settings["gradients_per_particle"]
+    assert ev.gradients > runs * per_run
+    fixed = evidence(jax.random.key(1), model, num_steps=250, **run)
+    assert "num_runs" not in fixed.results[0].settings and fixed.log_z_se > PRECISE_SE
+    assert fixed.results[0].num_particles == 64
 
 
 def test_a_passing_rungs_se_holds_its_bias_checks_gap_above_it():

@@ -584,3 +584,25 @@ def test_the_bias_checks_mcmc_compiles_once_per_model_structure():
         assert hais.evidence.bias is not None
         programs.append(sampler._compiled.cache_info().currsize)
     assert programs[1] == programs[0]
+
+
+def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
+    """Ten coordinates annealed from a N(0, 3²) prior with 64 particles a chain: the rung that
+    passes has an SE above 0.05, so it runs again and pools the particles (ppl_hais.runs);
+    the posterior keeps ``num_particles`` draws a chain, the estimate its exact value."""
+    y = np.linspace(-2.0, 2.0, 10)
+
+    def model(y):
+        z = numpyro.sample("z", dist.Normal(0, 3).expand([10]).to_event(1))
+        numpyro.sample("y", dist.Normal(z, 1.0).to_event(1), obs=y)
+
+    exact = float(np.sum(stats.norm(0, np.sqrt(10.0)).logpdf(y)))
+    hais = phn.HAIS(model, num_particles=64, num_chains=2, initial="prior", progress_bar=False)
+    hais.run(jax.random.key(0), y)
+    ev = hais.evidence
+    runs = ev.results[0].settings["num_runs"]
+    assert runs > 1 and all(r.num_particles == 64 * runs for r in ev.results)
+    assert hais.log_evidence_se <= 0.05 and not ev.checks
+    assert abs(hais.log_evidence - exact) < 4 * hais.log_evidence_se
+    assert hais.get_samples(group_by_chain=True)["z"].shape == (2, 64, 10)
+    assert hais.get_samples(jax.random.key(1), group_by_chain=True)["z"].shape == (2, 64, 10)

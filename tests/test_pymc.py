@@ -547,3 +547,20 @@ def test_a_gp_marginal_likelihood():
     exact = np.logaddexp.reduce(log_f) + np.log(grid[1] - grid[0])  # Gamma(2, 1): t e^{-t}
     _, est, se = evidence(gp)
     check(est, se, exact)
+
+
+def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
+    """As in test_numpyro: a rung that passes at an SE above 0.05 runs again and pools the
+    particles (ppl_hais.runs); the posterior keeps ``draws`` a chain, the estimate is exact."""
+    y = np.linspace(-2.0, 2.0, 10)
+    with pm.Model() as model:
+        z = pm.Normal("z", 0, 3, shape=10)
+        pm.Normal("y", z, 1.0, observed=y)
+    exact = float(np.sum(-0.5 * y**2 / 10.0 - 0.5 * np.log(2 * np.pi * 10.0)))
+    idata = php.sample_hais(model=model, draws=64, random_seed=0, initial="prior",
+                            progressbar=False)  # fmt: skip
+    st = idata.sample_stats
+    assert int(st.attrs["hais_num_runs"]) > 1 and dict(idata.posterior.sizes)["draw"] == 64
+    se = float(st["log_evidence_se"])
+    assert se <= 0.05 and not st.attrs["evidence_checks"]
+    assert abs(float(st["log_evidence"]) - exact) < 4 * se

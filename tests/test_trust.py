@@ -266,7 +266,7 @@ def test_chains_that_disagree_warn():
         def __init__(self, z):
             self.log_z, self.log_z_se, self.checks = z, 0.01, ()
 
-    from ppl_hais.evidence import pooled_checks
+    from ppl_hais.runs import pooled_checks
 
     assert not pooled_checks([R(-1.0), R(-1.005), R(-0.995)])
     checks = pooled_checks([R(-1.0), R(-1.5), R(-0.5)])
@@ -518,7 +518,7 @@ def test_every_run_of_a_call_gets_its_options(monkeypatch):
     main run get the same transition, schedule and step size, and the main run the run
     options (here num_bins), not the keywords passed along as strings."""
     import ppl_hais.budget as budget
-    import ppl_hais.evidence as ev_module
+    import ppl_hais.runs as runs_module
 
     runs = []
 
@@ -533,14 +533,14 @@ def test_every_run_of_a_call_gets_its_options(monkeypatch):
         return record
 
     monkeypatch.setattr(budget, "ais", recorder(budget))
-    monkeypatch.setattr(ev_module, "ais", recorder(ev_module))
+    monkeypatch.setattr(runs_module, "ais", recorder(runs_module))
     rng = np.random.default_rng(1)
     x = rng.normal(size=(10, 2))
     model = Regression(x, x @ np.array([0.5, -1.0]) + rng.normal(size=10), 1.0)
     ev = evidence(jax.random.key(0), model, num_particles=64, target_se=0.1, num_leapfrog=2,
                   flips="reduced", schedule="geometric", num_bins=7, progress_bar=False,
                   bias_check=False)  # fmt: skip
-    assert [m for m, _, _ in runs] == ["ppl_hais.budget", "ppl_hais.evidence"]
+    assert [m for m, _, _ in runs] == ["ppl_hais.budget", "ppl_hais.runs"]
     assert all(k is ph.hais_kernel(0.5, 2, 1, "reduced") for _, k, _ in runs)
     assert all(kw["schedule"] == "geometric" and kw["pilot"] is not None for _, _, kw in runs)
     assert runs[1][2]["num_bins"] == 7 and len(ev.results[0].trace.beta) <= 7
