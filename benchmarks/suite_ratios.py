@@ -51,11 +51,14 @@ def main():
     rows = read_table(args.ours) | read_table(args.peers)
     models = list(dict.fromkeys(m for m, _ in rows))
     head = open(args.peers).read().splitlines()[2]  # the BlackJAX run's command, machine, date
+    ours = open(args.ours).read().splitlines()[2]  # ours
     lines = [
         "# Issue 29's trust suite: our default calls beside BlackJAX's adaptive tempered SMC",
         "",
-        f"`python benchmarks/suite_ratios.py` on {args.ours} and {args.peers} (same script, "
-        f"same machine; the BlackJAX run: {head.split(' · ')[1]}, {head.split(' · ')[2]}). "
+        f"`python benchmarks/suite_ratios.py` on {args.ours} and {args.peers} (same script; "
+        f"our run: {ours.split(' · ')[1]}, {ours.split(' · ')[2]}; the BlackJAX run: "
+        f"{head.split(' · ')[1]}, {head.split(' · ')[2]}; gradients are counted, not timed, "
+        "though on another CPU a check can pass where it failed: docs/trust_suite.md, stop 68). "
         "Per method: runs within 0.1 nat of the exact log evidence, mean error (sd), mean "
         "gradients per call (ours: everything counted — pilots, fits, every rung, bias checks). "
         "*ratio*: our NumPyro call's gradients over BlackJAX's at 10× its documented work "
