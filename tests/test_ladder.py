@@ -13,7 +13,6 @@ from test_bias import _funnel, _TargetModel
 
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
-from ppl_hais.runs import PRECISE_SE
 from ppl_hais.ladder import (
     BRIDGE_CLEAR,
     DEFAULT_BUDGET,
@@ -30,6 +29,7 @@ from ppl_hais.ladder import (
     shortfall,
     unsizable,
 )
+from ppl_hais.runs import PRECISE_SE
 
 
 def _gaussian(dim=3, sd=2.0):
