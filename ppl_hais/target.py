@@ -282,7 +282,9 @@ class AnnealingTarget:
     bounds : (lower, upper), optional
         Box constraints on z (arrays or scalars, ``±inf`` for none). Leapfrog and random-walk
         moves reflect off the walls ([HAIS12] §2.3, last paragraph). The densities must be
-        zero outside the box, and the initial samples must lie inside it.
+        zero outside the box, and the initial samples must lie inside it. A density that
+        diverges at a wall (a Gamma with shape < 1 at zero) is not reached there by the
+        leapfrog, and the estimate runs low: anneal the logarithm instead, as the adapters do.
     log_z_initial : float
         Log normalizer of ``initial.log_prob`` if it is not normalized (default 0).
 

@@ -5,6 +5,8 @@ that long runs (N = 10⁵) stay unbiased — the run length at which the float32
 the fast normals froze particles (see tests/test_random.py).
 """
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -71,3 +73,34 @@ def test_coverage_over_seeds(expert, lam, scale, steps):
     print(f"{expert}: ±2 SE covers the truth in {rate:.0%} of 20 seeds")
     # nominal 95%; with 20 seeds P(≤ 14 covered | 95%) ≈ 3e-4
     assert rate >= 0.75
+
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "known limitation, measured 2026-11-29: a Gamma(0.7) has an infinite density at the "
+        "wall z = 0, and reflected leapfrog steps do not enter the region where its gradient "
+        "diverges (about 3% of that component's mass lies below z = 0.01). 12 of 20 runs warn; "
+        "the other 8 sit 2.0 SE low on average and ±2 SE covers the truth in 3 of them (at "
+        "10 000 temperatures: 2.6 SE low, 1 of 7). Anneal log z instead."
+    ),
+)
+def test_unwarned_runs_cover_the_truth_at_a_singular_wall():
+    case = ex.gamma_positive(shape=(2.0, 5.0, 0.7))
+    covered = []
+    for seed in range(20):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ph.EvidenceWarning)
+            r = ph.hais(
+                jax.random.key(100 + seed),
+                case.target,
+                num_particles=400,
+                num_steps=3000,
+                progress_bar=False,
+            )
+        if not r.checks:
+            covered.append(abs(r.log_z - case.log_z) < 2 * r.log_z_se)
+    rate = np.mean(covered)
+    print(f"Gamma(0.7) at the wall: ±2 SE covers {rate:.0%} of {len(covered)} unwarned runs")
+    assert len(covered) >= 5 and rate >= 0.75
