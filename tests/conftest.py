@@ -23,4 +23,7 @@ def _strict_broadcasting(request):
 
 @pytest.fixture
 def key():
-    return jax.random.key(20261122)
+    """The tests' fixed key. ``PPL_HAIS_TEST_SEED=k`` replaces it: the statistical tests'
+    bounds are derived from reported SEs, so a test that fails on most other seeds passed by
+    its seed's luck (how the Gamma case of test_estimators was found)."""
+    return jax.random.key(int(os.environ.get("PPL_HAIS_TEST_SEED", 20261122)))

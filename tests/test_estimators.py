@@ -196,8 +196,10 @@ def test_adaptive_schedule_against_exact_evidence(key):
         return -0.5 * jnp.sum((y - X @ w) ** 2) - 25 * np.log(2 * np.pi)
 
     target = ph.AnnealingTarget(initial=ph.Gaussian(np.zeros(20)), log_likelihood=log_lik)
+    # 512 particles: at 256 the weights' k̂ crossed 0.7 (SE inf, warned) on 2 keys of 12,
+    # at 512 on none of 21, whose errors were within 3 of their SEs
     r = ph.hais(
-        key, target, num_particles=256, num_steps=1000, schedule="adaptive", progress_bar=False
+        key, target, num_particles=512, num_steps=1000, schedule="adaptive", progress_bar=False
     )
     assert_close(r, truth)
     # a sanity bound: a run whose particles fell behind reports a far larger error bar
