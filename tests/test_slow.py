@@ -82,13 +82,13 @@ def test_coverage_over_seeds(expert, lam, scale, steps):
         "known limitation, measured 2026-11-29: a Gamma(0.7) has an infinite density at the "
         "wall z = 0, and reflected leapfrog steps do not enter the region where its gradient "
         "diverges (about 3% of that component's mass lies below z = 0.01). 12 of 20 runs warn; "
-        "the other 8 sit 2.0 SE low on average and ±2 SE covers the truth in 3 of them (at "
-        "10 000 temperatures: 2.6 SE low, 1 of 7). Anneal log z instead."
+        "the other 8 sit 2.0 SE low on average and ±2 SE covers the truth in 3 of them. "
+        "Anneal log z instead."
     ),
 )
 def test_unwarned_runs_cover_the_truth_at_a_singular_wall():
     case = ex.gamma_positive(shape=(2.0, 5.0, 0.7))
-    covered = []
+    z = []
     for seed in range(20):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ph.EvidenceWarning)
@@ -100,7 +100,8 @@ def test_unwarned_runs_cover_the_truth_at_a_singular_wall():
                 progress_bar=False,
             )
         if not r.checks:
-            covered.append(abs(r.log_z - case.log_z) < 2 * r.log_z_se)
-    rate = np.mean(covered)
-    print(f"Gamma(0.7) at the wall: ±2 SE covers {rate:.0%} of {len(covered)} unwarned runs")
-    assert len(covered) >= 5 and rate >= 0.75
+            z.append((r.log_z - case.log_z) / r.log_z_se)
+    rate = np.mean(np.abs(z) < 2)
+    print(f"Gamma(0.7) at the wall: {20 - len(z)} of 20 runs warned; the unwarned sit "
+          f"{np.mean(z):+.1f} SE off on average and ±2 SE covers {rate:.0%} of them")
+    assert len(z) >= 5 and rate >= 0.75
