@@ -11,6 +11,9 @@ first call with C = 1. For each C: the first call with that C (and the programs 
 or read from the persistent cache, from JAX's log), then the median of ``--repeats`` calls
 (new seeds), the model gradients they spent (everything counted), and both as ratios to C = 1.
 
+Populations: the 5-D vague regression through NumPyro with 512, 2048, 8192 and 4096 particles in
+one process: what each new size compiles (two group sizes serve every population since stop 70).
+
 Core: a 36-D Laplace product of experts, 1000 temperatures, one shared pilot, warm calls.
 """
 
@@ -27,6 +30,7 @@ import trust_suite
 
 import ppl_hais as ph
 from ppl_hais.annealing import survey
+from ppl_hais.annealing.execution import layout
 from ppl_hais.validation import product_of_experts
 
 CHAINS = (1, 2, 4)
@@ -110,6 +114,43 @@ def adapters_table(repeats):
     return lines
 
 
+def populations_table(repeats):
+    """The 5-D vague regression through NumPyro with 512, 2048, 8192 and 4096 particles in one
+    process: what each new population size compiles, and its warm calls (a cheap model, whose
+    steps are mostly the particle groups' per-step overhead)."""
+    from ppl_hais.adapters import numpyro as phn
+
+    model, args = trust_suite.cases()["regression 5-D, vague N(0, 100²)"]["numpyro"]
+    lines = [
+        "| particles | groups × size | first call with this many (s) | programs it compiled or "
+        "read | warm call (s) |",
+        "|---|---|---|---|---|",
+    ]
+    log = logging.getLogger("jax")
+    for n in (512, 2048, 8192, 4096):
+        call = lambda seed, n=n: phn.HAIS(model, num_particles=n, progress_bar=False).run(  # noqa: E731
+            jax.random.key(seed), *args
+        )
+        counter = _Programs()
+        log.addHandler(counter)
+        log.setLevel(logging.DEBUG)
+        with jax.log_compiles(True):
+            start = time.perf_counter()
+            call(100)
+            first = time.perf_counter() - start
+        log.removeHandler(counter)
+        times = []
+        for seed in range(1, repeats + 1):
+            start = time.perf_counter()
+            call(seed)
+            times.append(time.perf_counter() - start)
+        groups, size = layout(n)
+        lines.append(f"| {n} | {groups} × {size} | {first:.2f} | {counter.count} "
+                     f"| {np.median(times):.2f} |")  # fmt: skip
+        print(lines[-1], flush=True)
+    return lines
+
+
 def core_table():
     target = product_of_experts("laplace", 36).target
     pilot = survey(jax.random.key(0), target, ph.hais_kernel(), num_steps=1000)
@@ -155,6 +196,18 @@ def main():
         "",
     ]
     lines = head + adapters_table(args.repeats)
+    lines += [
+        "",
+        "## New population sizes of a cheap model",
+        "",
+        "The trust suite's 5-D regression with a vague N(0, 100²) prior, "
+        "`phn.HAIS(model, num_particles=N).run` with its defaults, N in the order shown in one "
+        "process (each first call after the earlier sizes'), the median of "
+        f"{args.repeats} warm calls; *groups × size*: the main run's particle groups on this "
+        "machine (`execution.layout`).",
+        "",
+    ]
+    lines += populations_table(args.repeats)
     lines += [
         "",
         "## In the core: one call against separate calls",

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
-    "open_bar", "close_bar", "tick", "pace", "paced_tick", "open_run",
+    "open_bar", "close_bar", "tick", "pace", "paced_tick", "open_run", "shared_bar",
     "run_interruptibly", "Interrupted", "shown", "showing", "TICK_SECONDS",
 ]  # fmt: skip
 
@@ -88,16 +88,18 @@ class _QuietInterrupt(logging.Filter):
 logging.getLogger("jax._src.debugging").addFilter(_QuietInterrupt())
 
 
-def run_interruptibly(calls, what="annealing"):
+def run_interruptibly(calls, what="annealing", *, workers=None):
     """Run the zero-argument ``calls`` on worker threads and return their results in order.
     Ctrl-C stops every call at its next tick and raises KeyboardInterrupt here (its message
-    names ``what`` was interrupted)."""
-    pool = ThreadPoolExecutor(max(1, len(calls)))
+    names ``what`` was interrupted). At most ``workers`` run at once (default: all)."""
+    pool = ThreadPoolExecutor(max(1, min(len(calls), workers or len(calls))))
     futures = [pool.submit(c) for c in calls]
     try:
         return [f.result() for f in futures]
     except KeyboardInterrupt:
         _STOP.set()
+        for f in futures:  # calls still waiting for a thread never start
+            f.cancel()
         wait(futures)  # each compiled scan stops at the end of its current bin
         raise KeyboardInterrupt(
             f"{what} interrupted (every compiled loop stopped at its next progress tick)"
@@ -127,16 +129,48 @@ def open_bar(total, desc):
     return run_id
 
 
-def open_run(total=None, desc=None, *, bar=False):
+def open_run(total=None, desc=None, *, bar=False, part_of=None):
     """A run id for a paced loop (:func:`pace`): with a progress bar of ``total`` steps when
     ``bar``, else a clock of its own (every concurrent loop needs its own id to be paced). Its
-    clock starts now, at position 0."""
+    clock starts now, at position 0. ``part_of``: a :func:`shared_bar`'s id, which this loop
+    moves with the others sharing it (the bar shows their mean position)."""
     run_id = open_bar(total, desc) if bar else next(_RUN_IDS)
+    if part_of is not None:
+        _BARS[run_id] = _Part(_BARS[part_of])
     _CLOCKS[run_id] = [time.perf_counter(), 0, 0]
     return run_id
 
 
+def shared_bar(total, desc, parts):
+    """The id of a bar of ``total`` steps that ``parts`` loops move together
+    (``open_run(..., part_of=id)``), showing their mean position; closed by :func:`close_bar`."""
+    run_id = open_bar(total, desc)
+    _BARS[run_id].parts, _BARS[run_id].moved = parts, 0
+    return run_id
+
+
+class _Part:
+    """One loop's share of a :func:`shared_bar`: its own position ``n``; the bar shows the
+    mean of its parts' positions (ticks arrive from several threads, hence the lock)."""
+
+    _LOCK = threading.Lock()
+
+    def __init__(self, bar):
+        self.bar, self.n = bar, 0
+
+    def update(self, steps):
+        with self._LOCK:
+            self.n += steps
+            self.bar.moved += steps
+            self.bar.update(self.bar.moved // self.bar.parts - self.bar.n)
+
+    def close(self):
+        pass
+
+
 def close_bar(run_id):
+    if run_id is None:
+        return
     _CLOCKS.pop(int(run_id), None)
     bar = _BARS.pop(run_id, None)
     if bar is not None:

@@ -13,6 +13,7 @@ import pytest
 
 import ppl_hais as ph
 from ppl_hais import validation as ex
+from ppl_hais.mcmc import fast_random
 
 Z_TOL = 4.0
 
@@ -182,6 +183,23 @@ def test_fixed_step_size_and_progress_bar(key, capsys):
     assert_close(r, case.log_z)
 
 
+def test_a_bar_shared_by_particle_groups_shows_their_mean():
+    """Particle groups move one bar: each ticks its own position, the bar shows their mean
+    (groups waiting for a thread count as 0), and closing leaves nothing open."""
+    from ppl_hais import progress
+
+    bar = progress.shared_bar(100, "demo", 4)
+    parts = [progress.open_run(100, "demo", part_of=bar) for _ in range(4)]
+    progress.tick(parts[0], 100)
+    assert progress._BARS[bar].n == 25
+    progress.tick(parts[1], 60)
+    progress.tick(parts[1], 80)
+    assert progress._BARS[bar].n == 45 and progress._BARS[parts[1]].n == 80
+    for run_id in [*parts, bar]:
+        progress.close_bar(run_id)
+    assert not {bar, *parts} & set(progress._BARS)
+
+
 def test_adaptive_schedule_against_exact_evidence(key):
     """schedule="adaptive" (pilot-measured thermodynamic length) on a 20-D Bayesian linear
     regression, against the exact evidence (its gain over sigmoid: benchmarks/pymc_vs_smc.py)."""
@@ -256,16 +274,18 @@ def test_particle_groups_give_the_same_weights(key, monkeypatch):
     """On CPU the main run is split into particle groups run from threads; particle i draws the
     same numbers either way, so the weights agree to rounding and the merged trace is the
     whole population's. Padded to whole groups (120 particles as 4 × 32, 8 of them padding),
-    the padding counts in no figure: the same weights, trace and gradients."""
+    the padding counts in no figure: the same weights, trace and gradients. Two groups run at
+    once here, so the others wait for a thread."""
     from ppl_hais.annealing import execution
 
+    monkeypatch.setattr(execution, "concurrent_groups", lambda: 2)
     case = ex.correlated_gaussian(dim=3)
     for num, layouts in [(128, [(1, 128), (4, 32)]), (120, [(1, 120), (4, 32)])]:
         runs = {}
         for groups, size in layouts:
             monkeypatch.setattr(execution, "layout", lambda n, g=groups, s=size: (g, s))
             runs[groups] = ph.hais(key, case.target, num_particles=num, num_steps=300,
-                                   step_size=0.3, progress_bar=False)  # fmt: skip
+                                   step_size=0.3, progress_bar=groups > 1)  # fmt: skip
         one, four = runs[1], runs[4]
         assert four.log_weights.shape == (num,) and four.particles.shape == (num, 3)
         np.testing.assert_allclose(four.log_weights, one.log_weights, rtol=1e-9, atol=1e-9)
@@ -274,6 +294,28 @@ def test_particle_groups_give_the_same_weights(key, monkeypatch):
         np.testing.assert_allclose(four.trace.acceptance_rate, one.trace.acceptance_rate,
                                    rtol=1e-9)  # fmt: skip
         assert four.settings["gradients_per_particle"] == one.settings["gradients_per_particle"]
+
+
+def test_initial_draws_of_any_count_run_one_program(key, monkeypatch):
+    """Initial draws come in blocks of ``DRAW_BLOCK`` from one compiled sampler, whatever their
+    number (a pilot's 64, four chains' 2048): the first block is the key's own draws, the
+    others fold the block's index into the key, so no two blocks repeat."""
+    from ppl_hais.annealing import execution
+
+    sizes = []
+    real = execution._sample_initial_jit
+    monkeypatch.setattr(execution, "_sample_initial_jit",
+                        lambda t, k, num: sizes.append(num) or real(t, k, num=num))  # fmt: skip
+    target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum(z**2), ph.Gaussian(jnp.zeros(2)))
+    few = execution.initial_sampler(target, 64)(key)
+    many = execution.initial_sampler(target, 2 * execution.DRAW_BLOCK + 5)(key)
+    assert set(sizes) == {execution.DRAW_BLOCK} and len(sizes) == 4
+    assert few.shape == (64, 2) and many.shape == (2 * execution.DRAW_BLOCK + 5, 2)
+    np.testing.assert_array_equal(many[:64], few)
+    third = np.asarray(real(target, fast_random.host_fold_in(key, 2), num=execution.DRAW_BLOCK))
+    np.testing.assert_array_equal(many[2 * execution.DRAW_BLOCK :], third[:5])
+    blocks = many[: 2 * execution.DRAW_BLOCK].reshape(2, execution.DRAW_BLOCK, 2)
+    assert not np.any(blocks[0] == blocks[1])
 
 
 def test_chains_in_one_call_are_slices_of_one_population():

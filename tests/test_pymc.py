@@ -357,13 +357,16 @@ def test_a_model_built_again_reuses_the_compiled_programs_and_other_data_does_no
 def test_cores_sets_the_particle_groups(monkeypatch):
     """``cores=`` is pm.sample_smc's keyword: here it sets how many cores the particles are
     split over (groups of the pilot's 64 particles where that gives one to eight per core,
-    the last one padded by at most 1/16 of the particles, else two per core), for this call
-    only."""
+    past that of 512, the last one padded by at most 1/16 of the particles, else two per core;
+    eight per core run at once), for this call only."""
     from ppl_hais.annealing import execution
 
     monkeypatch.delenv("PPL_HAIS_CPU_THREADS", raising=False)  # the suite's cap of 1 group
     with execution.using_cores(1):
-        assert execution.layout(1000) == (2, 500) and execution.layout(512) == (8, 64)
+        assert execution.layout(1000) == (2, 512) and execution.layout(512) == (8, 64)
+        assert execution.layout(4000) == (8, 512)  # 4 chains: 96 particles of padding
+        assert execution.layout(1100) == (18, 64)  # 3 × 512 would pad 436
+        assert execution.concurrent_groups() == 8
         with execution.using_cores(3):
             assert execution.layout(1000) == (16, 64)  # 24 particles of padding
             assert execution.layout(512) == (8, 64)  # of 64, as the pilot
@@ -371,7 +374,7 @@ def test_cores_sets_the_particle_groups(monkeypatch):
         with execution.using_cores(8):
             assert execution.layout(512) == (8, 64)  # one per core: the pilot's program
             assert execution.layout(256) == (8, 32)  # 4 groups of 64 would leave cores idle
-        assert execution.layout(1000) == (2, 500)
+        assert execution.layout(1000) == (2, 512)
     seen = []
     real = execution.layout
     monkeypatch.setattr(execution, "layout",

@@ -127,8 +127,8 @@ def sample_hais(
     cores : int, optional
         CPU cores to use (default: all this process may use). The chains run in this process,
         vectorized over their particles, which the annealer splits into groups on threads (of
-        64 particles, the pilot's size, where that gives one to eight per core; else two per
-        core); on an accelerator it has no effect.
+        64 particles, the pilot's size, where that gives one to eight per core, past that of
+        512; else two per core); on an accelerator it has no effect.
     random_seed : int, optional
     model : pm.Model, optional
         Default: the model from the ``with`` context.

@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..mcmc.fast_random import host_fold_in
 from ..precision import in_thread
-from ..progress import close_bar, open_run, run_interruptibly
+from ..progress import close_bar, open_run, run_interruptibly, shared_bar
 from ..result import InitialSupportError
 from ..structure import compile_once, merge, split
 from .outputs import finish, merge_groups
@@ -31,15 +32,12 @@ from .starvation import serial_groups
 @lru_cache(maxsize=32)
 def compiled(structure, kernel, *, num_particles):
     """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
-    target's arrays (a model's data, a Gaussian's mean) are arguments, so a new target of the
-    same structure and shapes reuses the compiled code. The progress callback is always
-    compiled in (paced by time, :func:`~ppl_hais.progress.pace`; a run id with or without a
-    bar), so switching the bar does not recompile.
-    The number of temperatures is an argument too (the schedule comes :func:`padded`), and so
-    are the pilot's adaptation switches (``adapt_target``: −1 off; ``adapt_scale``), so a new
-    budget or schedule, a pilot, a main run's particle group and the bias check's reverse
-    anneal of ``num_particles`` particles all run one program (:data:`GROUP_PARTICLES`), and so
-    does the count of particles that are not padding (``num_valid``)."""
+    target's arrays (a model's data, a Gaussian's mean) are arguments, and so are the progress
+    run id (the bar on or off), the number of temperatures (the schedule comes
+    :func:`padded`), the pilot's adaptation switches (``adapt_target``: −1 off;
+    ``adapt_scale``) and the count of particles that are not padding (``num_valid``): a new
+    budget, a pilot, a main run's group and the bias check's reverse anneal of
+    ``num_particles`` particles all run one program (:data:`GROUP_PARTICLES`)."""
 
     def run(
         arrays, rng_key, betas, num_steps, log_step, run_id, positions, offset, scale_ref,
@@ -66,10 +64,9 @@ def compiled(structure, kernel, *, num_particles):
 
 
 MIN_CAPACITY = 2**13  # schedules up to 8191 temperatures share one compiled program
-# a local-step transition runs only on the convergence ladder's longer rungs (from a funnel's
-# neck on: 4000 and 16,000 temperatures), so its program holds 16,000 from the start: one
-# program for its pilot, rungs and bias checks, not a second one for the last rung (1.7 s to
-# compile on 2 cores); the larger buffers cost 3-5 ms a run
+# a local-step transition runs only on the ladder's longer rungs (4000 and 16,000 temperatures):
+# its program holds 16,000 from the start, not a second one for the last rung (1.7 s to compile
+# on 2 cores); the larger buffers cost 3-5 ms a run
 LOCAL_CAPACITY = 2**14
 
 
@@ -101,22 +98,27 @@ def _sample_initial(target, key, *, num):
 _sample_initial_jit = compile_once(_sample_initial)
 
 
-DRAW_BLOCK = 1024  # initial draws of up to this many particles share one compiled sampler
+DRAW_BLOCK = 1024  # initial draws come in blocks of this many: one compiled sampler for any count
 
 
 def initial_sampler(target, num):
-    """Initial draws (a host array): the first ``num`` of ``max(num, DRAW_BLOCK)`` draws,
-    compiled once per (target structure, that count), so a pilot's and a main run's draws run
-    one program (each compile of a model's prior sampler took 0.3-0.5 s on 2 cores). Under
-    JAX's partitionable Threefry (its default) particle i's draw depends on i and the key, not
-    on how many were drawn, so these are the ``num``-draw's own values. An initial distribution
-    with ``jittable = False`` (e.g. one that samples through a PPL on the host) is called as
-    is."""
+    """Initial draws (a host array) of ``num`` particles, in blocks of ``DRAW_BLOCK`` from one
+    program per target structure, so any number of particles or chains compiles no new
+    sampler (each took 0.3-0.5 s on 2 cores). Block b ≥ 1 is drawn with ``fold_in(key, b)``.
+    Under JAX's partitionable Threefry (its default) particle i's draw depends on i and the
+    key, not on how many were drawn. A ``jittable = False`` initial distribution (e.g. one that
+    samples through a PPL on the host) is called as is."""
     if not getattr(target.initial, "jittable", True):
         return lambda key: np.asarray(target.initial.sample(key, (num,)))
     num = int(num)
-    size = max(num, DRAW_BLOCK)
-    return lambda key: np.asarray(_sample_initial_jit(target, key, num=size))[:num]
+    blocks = range(-(-num // DRAW_BLOCK))
+
+    def draw(key):
+        keys = (key if b == 0 else host_fold_in(key, b) for b in blocks)
+        parts = [np.asarray(_sample_initial_jit(target, k, num=DRAW_BLOCK)) for k in keys]
+        return np.concatenate(parts)[:num] if len(parts) > 1 else parts[0][:num]
+
+    return draw
 
 
 def _check_initial_density(out, num_particles):
@@ -140,39 +142,58 @@ def using_cores(cores: int | None):
 
 
 GROUP_PARTICLES = 64  # the pilot's particles, and a main run's group where that fits the cores
+LARGE_GROUP = 512  # a main run's group past eight pilot-sized groups per core
 PAD_LIMIT = 1 / 16  # a main run is padded to whole groups by at most this fraction of its particles
 
 
 def layout(num_particles):
-    """(groups, particles per group) of a main run: groups of ``GROUP_PARTICLES`` (the pilot's
-    size, so the pilot, the main run and the bias check's reverse anneal share one compiled
-    program) where that gives one to eight groups per CPU core, the last group padded when the
-    particles do not fill it (by at most ``PAD_LIMIT`` of them: PyMC's default 1000 particles
-    run as 16 groups of 64, 24 of them padding that no figure counts), else two groups per
-    core that divide the particles.
+    """(groups, particles per group) of a main run on CPU. Two sizes serve every population,
+    so a new number of particles or chains compiles no new anneal once each has run: groups of
+    ``GROUP_PARTICLES`` (the pilot's size: the pilot, the main run and the bias check's reverse
+    anneal share one program) where that gives one to eight per core, past that of
+    ``LARGE_GROUP`` (several chains, ``draws=2000``), the last group padded by at most
+    ``PAD_LIMIT`` of the particles (PyMC's default 1000 run as 16 groups of 64, 24 of them
+    padding that no figure counts); else two groups per core dividing the particles.
 
-    XLA runs one vmapped scan on about one core, and part of each step waits on small
-    thread-pool tasks (fusions XLA splits across threads, YNNPACK calls); independent groups
-    dispatched from threads fill those gaps. Two groups per core beat one per core by
-    1.1–1.4× (regressions and funnel, 256–512 particles, 2 cores; docs/groups.md). Four per
-    core (8 groups of 64) ran ``ph.hais`` within ±10% of two (0.12 against 0.12 s, 0.41
-    against 0.43 s, 0.12 against 0.11 s on a 5-D and a 20-D regression and the 10-D funnel, 512
-    particles × 1000 temperatures, 2 cores, 2026-11-26; a scratch A/B, not a committed script),
-    but whole warm NumPyro calls of small models paid for the groups' per-step overhead
-    (+0.01–0.04 s on a 0.1 s regression); what it buys is one compiled program fewer in every
-    first call (about 1.1 s to compile, 0.3 s to trace, lower and read back from the persistent
-    cache). One group per core is the floor since stop 57: at two, 128 particles on 2 cores
-    (the bias check's own-transition draws, :func:`~ppl_hais.annealing.bias.check_bias`) ran
-    as 4 groups of 32, a program of their own, 1.4 s of the funnel's first call (a scratch
-    timing without the cache: 17.0 → 15.6 s, its warm calls unchanged at 2.9–3.1 s;
-    ``docs/first_call_before.md`` times stop 57 as a whole). Otherwise groups keep ≥ 32
-    particles and divide the population evenly; on an accelerator one batch is best.
-    :func:`using_cores` sets the number of cores; the environment variable
-    ``PPL_HAIS_CPU_THREADS`` caps the number of groups (e.g. 1 where processes already share the
-    cores, as under ``pytest -n``).
+    At most :func:`concurrent_groups` run at once. XLA runs one vmapped scan on about one
+    core, and part of each step waits on small thread-pool tasks that other groups fill: two
+    per core beat one by 1.1–1.4× (docs/groups.md), four ran within ±10% of two. Before stop
+    70 a larger population ran as two groups per core of its own size, a program for each:
+    PyMC's two and four chains compiled two. Groups of 64 for every population (stops 60 and
+    70) made a cheap model's large populations 1.6–2× slower warm (per-step overhead;
+    docs/chains.md). On an accelerator one batch is best. :func:`using_cores` sets the cores;
+    ``PPL_HAIS_CPU_THREADS`` caps the groups per core pair (e.g. 1 under ``pytest -n``).
     """
     if jax.default_backend() != "cpu":
         return 1, num_particles
+    most = _two_per_core()
+    pilot_sized = -(-num_particles // GROUP_PARTICLES)
+    padding = pilot_sized * GROUP_PARTICLES - num_particles
+    fits = max(most // 2, 1) <= pilot_sized and padding <= PAD_LIMIT * num_particles
+    if fits and pilot_sized <= 4 * most:
+        return pilot_sized, GROUP_PARTICLES
+    large = -(-num_particles // LARGE_GROUP)
+    if large >= max(most // 2, 1) and large * LARGE_GROUP - num_particles <= (
+        PAD_LIMIT * num_particles
+    ):
+        return large, LARGE_GROUP
+    if fits:
+        return pilot_sized, GROUP_PARTICLES
+    for groups in range(min(most, num_particles // 32), 1, -1):
+        if num_particles % groups == 0:
+            return groups, num_particles // groups
+    return 1, num_particles
+
+
+def concurrent_groups() -> int:
+    """How many particle groups run at once on CPU: eight per core (capped as
+    :func:`layout`'s groups are). Four chains of the 50-D regression as 32 groups of 64 ran
+    1.1× slower with all 32 at once and 1.2× slower with two per core at once (a scratch A/B,
+    2 cores, stop 70)."""
+    return 4 * _two_per_core()
+
+
+def _two_per_core() -> int:
     cores = _CORES.get()
     if cores is None:
         try:
@@ -183,34 +204,14 @@ def layout(num_particles):
     cap = os.environ.get("PPL_HAIS_CPU_THREADS")
     if cap:
         most = min(most, max(1, int(cap)))
-    pilot_sized = -(-num_particles // GROUP_PARTICLES)
-    padding = pilot_sized * GROUP_PARTICLES - num_particles
-    if max(most // 2, 1) <= pilot_sized <= 4 * most and padding <= PAD_LIMIT * num_particles:
-        return pilot_sized, GROUP_PARTICLES
-    for groups in range(min(most, num_particles // 32), 1, -1):
-        if num_particles % groups == 0:
-            return groups, num_particles // groups
-    return 1, num_particles
+    return most
 
 
 def run(
-    rng_key,
-    target,
-    kernel,
-    betas,
-    ref_betas,
-    ref_log_step,
-    positions,
-    *,
-    num_bins,
-    adapt_target=None,
-    record=False,
-    progress_bar=False,
-    desc="annealing",
-    scale_ref=None,
-    adapt_scale=False,
-    devices=None,
-):
+    rng_key, target, kernel, betas, ref_betas, ref_log_step, positions, *, num_bins,
+    adapt_target=None, record=False, progress_bar=False, desc="annealing", scale_ref=None,
+    adapt_scale=False, devices=None,
+):  # fmt: skip
     """Run :func:`anneal` compiled. A main run (not a pilot: ``record`` unset) over several
     ``devices`` has its particles sharded across them (one program, XLA's partitioner adds the
     collectives); on one CPU device it is split into particle groups dispatched from threads.
@@ -238,8 +239,9 @@ def run(
     fn = compiled(structure, kernel, num_particles=size)
     scale_ref = _scale_args(scale_ref, positions.shape[-1])
     switches = _switches(adapt_target, adapt_scale)
-    # each group is paced on its own clock; only the first moves the progress bar
-    run_ids = [open_run(num_steps, desc, bar=progress_bar and g == 0) for g in range(groups)]
+    # each group is paced on its own clock; the bar shows the groups' mean position
+    bar = shared_bar(num_steps, desc, groups) if progress_bar else None
+    run_ids = [open_run(num_steps, desc, part_of=bar) for g in range(groups)]
     args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step, minimum_capacity(kernel)))
 
     def group(g):
@@ -251,9 +253,10 @@ def run(
         if groups > 1 and serial_groups(structure, target):  # one group at a time
             (outs,) = run_interruptibly([in_thread(lambda: [group(g) for g in range(groups)])])
         else:
-            outs = run_interruptibly([in_thread(lambda g=g: group(g)) for g in range(groups)])
+            calls = [in_thread(lambda g=g: group(g)) for g in range(groups)]
+            outs = run_interruptibly(calls, workers=concurrent_groups())
     finally:
-        for run_id in run_ids:
+        for run_id in [*run_ids, bar]:
             close_bar(run_id)
     out = finish(merge_groups(outs, num_particles), num_steps, num_bins)._replace(
         particles_per_device=[num_particles]
