@@ -391,7 +391,7 @@ def test_prior_draws_at_once_match_the_per_draw_loop():
     """The population drawn by one vectorized call (adapters/pymc/prior.py) has the prior the
     per-draw loop (pm.draw's way) gives: a two-sample KS test per coordinate, and a child's
     draw follows its own parent's (th − mu has the child's sd). A model whose graph cannot be
-    vectorized (a HalfCauchy below another variable) falls back to the loop."""
+    vectorized (an LKJ Cholesky factor) falls back to the loop."""
     from scipy.stats import ks_2samp
 
     from ppl_hais.adapters.pymc.prior import PriorSampler
@@ -435,13 +435,51 @@ def test_prior_draws_at_once_match_the_per_draw_loop():
     pvalues = [ks_2samp(a[:, j], b[:, j]).pvalue for j in range(target.dim)]
     assert min(pvalues) > 0.001 / target.dim, pvalues
 
+    # a HalfCauchy below another variable is |Cauchy| inlined, which batches (PyTensor could
+    # not batch PyMC's symbolic HalfCauchy); an LKJ Cholesky factor's sd_dist does not
     with pm.Model() as nested:
         mu = pm.Normal("mu", 0.0, 1.0)
         pm.HalfCauchy("s", pm.math.exp(mu))
         pm.Normal("y", mu, 1.0, observed=[0.5])
-    fallback = PriorSampler(nested, cached_target(nested).shapes)
+    target = cached_target(nested)
+    at_once, loop = PriorSampler(nested, target.shapes), PriorSampler(nested, target.shapes, False)
+    assert at_once.vectorized
+    a, b = target.ravel(at_once(3000, seed=1)), target.ravel(loop(3000, seed=2))
+    assert min(ks_2samp(a[:, j], b[:, j]).pvalue for j in range(target.dim)) > 0.001 / target.dim
+    with pm.Model() as lkj:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.LKJCholeskyCov("c", n=2, eta=2.0, sd_dist=pm.Exponential.dist(1.0))
+        pm.Normal("y", mu, 1.0, observed=[0.5])
+    fallback = PriorSampler(lkj, cached_target(lkj).shapes)
     assert not fallback.vectorized
-    assert [np.shape(x) for x in fallback(7, seed=0)] == [(7,), (7,)]
+    assert [np.shape(x) for x in fallback(7, seed=0)] == [(7,), (7, 3)]
+
+
+def test_prior_draws_need_no_scipy_stats():
+    """PyTensor draws HalfNormal, HalfCauchy (inside PyMC's symbolic one), Cauchy and Student-t
+    variables through scipy.stats, whose import a process's first call would pay; the prior
+    sampler draws them with NumPy's generator instead, from the same distributions (a KS test
+    per variable against the exact one, Bonferroni at 0.1%)."""
+    from scipy import stats
+
+    from ppl_hais.adapters.pymc import prior
+
+    with pm.Model() as model:
+        pm.HalfNormal("hn", 2.0)
+        pm.HalfCauchy("hc", 5.0)
+        pm.Cauchy("c", 1.0, 2.0)
+        pm.StudentT("t", nu=3.0, mu=-1.0, sigma=2.0, shape=2)
+        pm.Normal("y", 0.0, 1.0, observed=[0.5])
+    sampler = prior.PriorSampler(model, cached_target(model).shapes)
+    nodes = sampler._fn.maker.fgraph.apply_nodes
+    assert sampler.vectorized and not any(type(n.op) in prior._NUMPY_DRAWS for n in nodes)
+    hn, hc, c, t = sampler(4000, seed=3)  # value variables: log hn, log hc, c, t
+    exact = [(np.exp(hn), stats.halfnorm(scale=2.0)), (np.exp(hc), stats.halfcauchy(scale=5.0)),
+             (c, stats.cauchy(1.0, 2.0)), (t[:, 0], stats.t(3.0, -1.0, 2.0)),
+             (t[:, 1], stats.t(3.0, -1.0, 2.0))]  # fmt: skip
+    pvalues = [stats.kstest(x, d.cdf).pvalue for x, d in exact]
+    assert min(pvalues) > 0.001 / len(exact), pvalues
+    assert t.shape == (4000, 2) and not np.allclose(t[:, 0], t[:, 1])
 
 
 def test_an_ordered_transform_sets_the_prior_aside():

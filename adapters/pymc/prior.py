@@ -13,9 +13,15 @@ process's first call, against 0.5 s for the per-draw function with PyTensor's Nu
 warm (1.7 s cold); later populations take 0.6 ms for 1064 draws, against 31 ms.
 
 A graph that cannot be vectorized (a random variable whose parameters are random and whose op
-PyTensor cannot vectorize, e.g. ``pm.LKJCholeskyCov``'s ``sd_dist``, or ``pm.HalfCauchy``
-below another variable on PyTensor 3.3), or one whose vectorized draws do not come out with
-one leading draw per particle for every random variable, falls back to the per-draw loop.
+PyTensor cannot vectorize, e.g. ``pm.LKJCholeskyCov``'s ``sd_dist``), or one whose vectorized
+draws do not come out with one leading draw per particle for every random variable, falls back
+to the per-draw loop.
+
+PyTensor draws HalfNormal, HalfCauchy, Cauchy and Student-t variables through ``scipy.stats``,
+whose import (0.5–1.7 s on 2 cores; nothing else on the evidence path needs it) a process's
+first call paid for every model with such a prior. Those draws are NumPy's generator's here
+(:func:`_numpy_draws`: the same ops as subclasses, PyMC's symbolic HalfCauchy inlined as
+|Cauchy|, which also batches below another variable, where PyTensor 3.3 could not).
 
 Example
 -------
@@ -33,6 +39,8 @@ True
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.distribution import SymbolicRandomVariable
@@ -42,7 +50,9 @@ from pymc.pytensorf import collect_default_updates, reseed_rngs
 from pymc.pytensorf import compile as compile_pytensor
 from pytensor.compile.mode import Mode
 from pytensor.graph import ancestors
+from pytensor.graph.basic import graph_inputs, io_toposort
 from pytensor.graph.replace import vectorize_graph
+from pytensor.tensor.random.basic import CauchyRV, HalfCauchyRV, HalfNormalRV, StudentTRV
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomType
 
@@ -51,6 +61,75 @@ _RANDOM = (RandomVariable, SymbolicRandomVariable)
 # called once per population. Its "fast_run" rewrites made the draws slower, not faster: 8.4 ms
 # for 1000 eight-schools draws against 0.56 ms (PyTensor 3.3; 10.1 and 0.48 ms on 2.38)
 _PYTHON = Mode(linker="py", optimizer="fast_compile")
+
+
+def _shape(size, *params):
+    return size if size is not None else np.broadcast_shapes(*(np.shape(p) for p in params))
+
+
+class _HalfNormal(HalfNormalRV):
+    @classmethod
+    def rng_fn_scipy(cls, rng, loc, scale, size):
+        return loc + scale * np.abs(rng.standard_normal(_shape(size, loc, scale)))
+
+
+class _HalfCauchy(HalfCauchyRV):
+    @classmethod
+    def rng_fn_scipy(cls, rng, loc, scale, size):
+        return loc + scale * np.abs(rng.standard_cauchy(_shape(size, loc, scale)))
+
+
+class _Cauchy(CauchyRV):
+    @classmethod
+    def rng_fn_scipy(cls, rng, loc, scale, size):
+        return loc + scale * rng.standard_cauchy(_shape(size, loc, scale))
+
+
+class _StudentT(StudentTRV):
+    @classmethod
+    def rng_fn_scipy(cls, rng, df, loc, scale, size):
+        return loc + scale * rng.standard_t(df, _shape(size, df, loc, scale))
+
+
+# PyTensor draws these through scipy.stats, whose import (0.5-1.7 s on 2 cores) a process's
+# first call would pay for a model with a HalfNormal, HalfCauchy, Cauchy or Student-t prior;
+# NumPy's generator draws them as exactly
+_NUMPY_DRAWS = {HalfNormalRV: _HalfNormal, HalfCauchyRV: _HalfCauchy, CauchyRV: _Cauchy,
+                StudentTRV: _StudentT}  # fmt: skip
+
+
+def _numpy_draws(outputs):
+    """``outputs`` with the random variables of ``_NUMPY_DRAWS`` drawn by NumPy's generator
+    (the same op and parameters, another class), also inside a symbolic random variable (PyMC's
+    HalfCauchy is |Cauchy|), which is inlined then."""
+    memo = {}
+    for node in io_toposort(graph_inputs(outputs), outputs):
+        inputs = [memo.get(v, v) for v in node.inputs]
+        swap = _NUMPY_DRAWS.get(type(node.op))
+        if swap is not None:
+            op = copy.copy(node.op)
+            op.__class__ = swap
+            new = op.make_node(*inputs).outputs
+        elif isinstance(node.op, SymbolicRandomVariable) and any(
+            type(inner.op) in _NUMPY_DRAWS for inner in node.op.fgraph.apply_nodes
+        ):
+            new = _numpy_draws(_inlined(node.op, inputs))
+        elif any(i is not v for i, v in zip(inputs, node.inputs, strict=True)):
+            new = node.clone_with_new_inputs(inputs).outputs
+        else:
+            continue
+        memo.update(zip(node.outputs, new, strict=True))
+    return [memo.get(v, v) for v in outputs]
+
+
+def _inlined(op, inputs):
+    """The outputs of ``op`` (an op from a graph) at ``inputs``, computed by its inner graph's
+    ops."""
+    memo = dict(zip(op.inner_inputs, inputs, strict=True))
+    for inner in op.fgraph.toposort():
+        outs = inner.op.make_node(*(memo.get(v, v) for v in inner.inputs)).outputs
+        memo.update(zip(inner.outputs, outs, strict=True))
+    return [memo.get(v, v) for v in op.inner_outputs]
 
 
 def _expression(model):
@@ -98,6 +177,10 @@ class PriorSampler:
     def __init__(self, model, shapes, vectorize: bool = True):
         self.shapes = [tuple(s) for s in shapes]  # the value variables' (value_vars order)
         expr = _expression(model)
+        try:
+            expr = _numpy_draws(expr)
+        except Exception:  # noqa: BLE001 - a graph this cannot rewrite draws through PyTensor's ops
+            pass
         n = pt.iscalar("num_draws")
         try:
             batched = _batched(expr, n) if vectorize else None
