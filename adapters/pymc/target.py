@@ -67,7 +67,7 @@ class PyMCTarget(SplitDensity):
         ]
         # through jit, so the graph is traced once per shape, not once per program using it
         # (pilots, main run, Laplace fit, bias check)
-        self._graph = [model.varlogp, model.datalogp]
+        self._graph = _graphs(model)[1][:2]  # log prior, log likelihood
         self._baked = _fingerprint(model)  # the shared variables' values the graph bakes in
         self._logp = jax.jit(jaxified_graph(self.value_vars, self._graph))
         self._outputs = list(
@@ -248,21 +248,22 @@ def _fingerprint(model):
     """What the compiled target depends on: the variables and the current values of every
     shared variable in the model's graph, named (``pm.Data``) or not (``pytensor.shared``).
     ``jaxified_graph`` bakes them in as constants, so a changed value must recompile."""
-    names = tuple(model.named_vars)
+    names, _, shared_vars = _graphs(model)
     shared = []
-    for var in _shared_inputs(model, names):
+    for var in shared_vars:
         value = np.asarray(var.get_value(borrow=True))
         digest = hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest()
         shared.append((var.name, str(value.dtype), value.shape, digest))
     return names, tuple(shared)
 
 
-def _shared_inputs(model, names):
-    """The shared variables the model's graph reads (random generators aside), found once per
-    set of variables: building the log density's graph to find them cost 0.1-0.25 s a call.
-    A new variable changes ``names``; new data (``pm.set_data``) changes a value, not which
-    variables are read."""
-    hit = getattr(model, "_ppl_hais_shared", None)
+def _graphs(model):
+    """(names, [log prior, log likelihood, *deterministics], the shared variables they read,
+    random generators aside), built once per set of variables: each graph cost 0.1-0.25 s to
+    build, and the fingerprint and the target both need them. A new variable changes the
+    names; new data (``pm.set_data``) changes a value, not the graphs."""
+    names = tuple(model.named_vars)
+    hit = getattr(model, "_ppl_hais_graphs", None)
     if hit is None or hit[0] != names:
         outputs = [model.varlogp, model.datalogp, *model.deterministics]
         found = [
@@ -271,8 +272,8 @@ def _shared_inputs(model, names):
             if isinstance(var, SharedVariable)
             and not isinstance(var.get_value(borrow=True), np.random.Generator)
         ]
-        model._ppl_hais_shared = hit = (names, found)
-    return hit[1]
+        model._ppl_hais_graphs = hit = (names, outputs, found)
+    return hit
 
 
 def cached_target(model) -> PyMCTarget:
