@@ -23,6 +23,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -151,6 +152,8 @@ def main():
     p.add_argument("--before", default=None,
                    help="a checkout of an earlier commit: compare its warm-cache first calls "
                         "with this one's, alternating, instead of the full table")  # fmt: skip
+    p.add_argument("--repeats", type=int, default=1,
+                   help="with --before: processes per version, alternating; medians reported")
     p.add_argument("--cache", choices=["warm", "off"], default="warm",
                    help="with --before: the first call on a warm persistent cache (a second "
                         "process) or without the cache (every process compiles)")  # fmt: skip
@@ -231,7 +234,7 @@ def compare(args):
         "# First calls before and after: the same machine, alternating",
         "",
         f"Command: `python benchmarks/first_call.py --before CHECKOUT --cache {args.cache} "
-        f"--models {' '.join(args.models)}` (before: {commits[0]}, "
+        f"--repeats {args.repeats} --models {' '.join(args.models)}` (before: {commits[0]}, "
         f"after: {commits[1]} and the working tree)  ",
         f"Machine: {_machine.describe()}; {datetime.date.today()}.",
         "",
@@ -242,8 +245,9 @@ def compare(args):
             else "The first call in a fresh process without the persistent cache (what the "
             "first process on a machine pays, or every process with the cache switched off)"
         )
-        + ", seconds; its trace / lower / compile-or-read split from JAX's log; the warm call "
-        "after it.",
+        + ", seconds (the median of --repeats processes per version, the versions alternating; "
+        "each process's first call in brackets); its trace / lower / compile-or-read split "
+        "from JAX's log; the warm call after it.",
         "",
         "| model | adapter | version | first call | trace / lower / compile or read "
         "| warm call | pm.sample_smc first |",
@@ -254,19 +258,26 @@ def compare(args):
         for model in args.models:
             smc = f"{child('smc', model, {})['smc first']:.2f}"
             for adapter in ("numpyro", "pymc"):
-                for label, root in versions:
-                    with tempfile.TemporaryDirectory() as cache:
-                        env = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache,
-                               "PYTHONPATH": root}  # fmt: skip
-                        if args.cache == "off":
-                            env["PPL_HAIS_COMPILATION_CACHE"] = "0"
-                        else:
-                            child(adapter, model, env, cwd=neutral)  # fills the cache
-                        t = child(adapter, model, env, cwd=neutral)
+                runs = {label: [] for label, _ in versions}
+                for _ in range(args.repeats):  # the versions alternate, repeat by repeat
+                    for label, root in versions:
+                        with tempfile.TemporaryDirectory() as cache:
+                            env = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache,
+                                   "PYTHONPATH": root}  # fmt: skip
+                            if args.cache == "off":
+                                env["PPL_HAIS_COMPILATION_CACHE"] = "0"
+                            else:
+                                child(adapter, model, env, cwd=neutral)  # fills the cache
+                            runs[label].append(child(adapter, model, env, cwd=neutral))
+                for label, _ in versions:
+                    t = {k: statistics.median(r[k] for r in runs[label]) for k in runs[label][0]
+                         if isinstance(runs[label][0][k], (int, float))}
                     firsts[model, adapter, label] = t["first"]
+                    spread = " ".join(f"{r['first']:.2f}" for r in runs[label])
                     lines.append(
-                        f"| {model} | {adapter} | {label} | {t['first']:.2f} "
-                        f"| {t['first trace']:.2f} / {t['first lower']:.2f} / "
+                        f"| {model} | {adapter} | {label} | {t['first']:.2f}"
+                        + (f" ({spread})" if args.repeats > 1 else "")
+                        + f" | {t['first trace']:.2f} / {t['first lower']:.2f} / "
                         f"{t['first compile']:.2f} | {t['warm']:.2f} | {smc} |"
                     )
                     print(lines[-1], flush=True)

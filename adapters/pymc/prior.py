@@ -49,12 +49,16 @@ from pymc.initial_point import make_initial_point_expression
 from pymc.pytensorf import collect_default_updates, reseed_rngs
 from pymc.pytensorf import compile as compile_pytensor
 from pytensor.compile.mode import Mode
-from pytensor.graph import ancestors
-from pytensor.graph.basic import graph_inputs, io_toposort
+from pytensor.graph import ancestors, graph_inputs
 from pytensor.graph.replace import vectorize_graph
 from pytensor.tensor.random.basic import CauchyRV, HalfCauchyRV, HalfNormalRV, StudentTRV
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.random.type import RandomType
+
+try:  # PyTensor 3 moved the graph walks to a module of their own
+    from pytensor.graph.traversal import io_toposort
+except ImportError:  # PyTensor 2
+    from pytensor.graph.basic import io_toposort
 
 _RANDOM = (RandomVariable, SymbolicRandomVariable)
 # each op's NumPy implementation after PyTensor's light rewrites: nothing compiled for a function
