@@ -151,9 +151,10 @@ def layout(num_particles):
     so a new number of particles or chains compiles no new anneal once each has run: groups of
     ``GROUP_PARTICLES`` (the pilot's size: the pilot, the main run and the bias check's reverse
     anneal share one program) where that gives one to eight per core, past that of
-    ``LARGE_GROUP`` (several chains, ``draws=2000``), the last group padded by at most
-    ``PAD_LIMIT`` of the particles (PyMC's default 1000 run as 16 groups of 64, 24 of them
-    padding that no figure counts); else two groups per core dividing the particles.
+    ``LARGE_GROUP`` (several chains, ``draws=2000``; of 64 still where 512 would pad more),
+    the last group padded by at most ``PAD_LIMIT`` of the particles (PyMC's default 1000 run
+    as 16 groups of 64, 24 of them padding that no figure counts); else two groups per core
+    dividing the particles.
 
     At most :func:`concurrent_groups` run at once. XLA runs one vmapped scan on about one
     core, and part of each step waits on small thread-pool tasks that other groups fill: two
@@ -187,9 +188,9 @@ def layout(num_particles):
 
 def concurrent_groups() -> int:
     """How many particle groups run at once on CPU: eight per core (capped as
-    :func:`layout`'s groups are). Four chains of the 50-D regression as 32 groups of 64 ran
-    1.1× slower with all 32 at once and 1.2× slower with two per core at once (a scratch A/B,
-    2 cores, stop 70)."""
+    :func:`layout`'s groups are). In stop 70's trial of groups of 64 for every population, four
+    chains of the 50-D regression (32 groups) ran 1.1× slower with all 32 at once and 1.2×
+    slower with two per core at once (a scratch A/B, 2 cores)."""
     return 4 * _two_per_core()
 
 
