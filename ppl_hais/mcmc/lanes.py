@@ -41,7 +41,7 @@ from ..target import Potential
 from . import fast_random, lookahead
 from .kernel import ReducedFlipState, _potential_fn, complete, prepare
 
-__all__ = ["Lane", "lane", "micro_step", "run_phase"]
+__all__ = ["Lane", "lane", "micro_step", "run_phase", "run_phases"]
 
 
 class Lane(NamedTuple):
@@ -108,3 +108,40 @@ def run_phase(lanes, extra, total, keys, params, settle, run_id, offset, **kw):
         lambda c: jnp.any(c[0].count < total), body, (lanes, extra, zero, zero)
     )
     return lanes, extra, steps
+
+
+def run_phases(lanes, extra, totals, keys, params, settle, switch, run_id, **kw):
+    """Two phases of :func:`run_phase` (warmup, then sampling) in one loop, so that the
+    compiled program holds the transition, and the log density's gradient, once (a loop per
+    phase compiled 1.2-1.4x as long).
+
+    ``totals``: phase 0's and phase 1's; ``keys``: theirs stacked, (2, chains);
+    ``params(phase, extra, lanes)`` and ``settle(phase, extra, lanes, done, info)`` as in
+    :func:`run_phase`, for the phase given (an int32 scalar); ``switch(extra, lanes) ->
+    (extra, lanes)`` runs once, when every chain has completed phase 0's transitions, before
+    phase 1's first step: the transitions are those of two loops run one after the other.
+    Returns (lanes, extra, (loop steps of phase 0, of phase 1))."""
+    micro = jax.vmap(partial(micro_step, **kw))
+    first, second = totals
+
+    def body(c):
+        lanes, extra, phase, it, due, steps0 = c
+        active = lanes.count < jnp.where(phase == 0, first, second)
+        step_size, refresh, inverse_mass = params(phase, extra, lanes)
+        lanes, done, info = micro(lanes, active, keys[phase], step_size, refresh, inverse_mass)
+        extra = settle(phase, extra, lanes, done, info)
+        shown = jnp.where(phase == 0, 0, first) + jnp.min(lanes.count)
+        due = pace(run_id, it, due, shown=shown)
+        end = (phase == 0) & jnp.all(lanes.count >= first)
+        extra, lanes = jax.lax.cond(end, switch, lambda e, ls: (e, ls), extra, lanes)
+        steps0 = jnp.where(end, it + 1, steps0)
+        return lanes, extra, phase + end, it + 1, due, steps0
+
+    def cond(c):
+        lanes, _, phase, _, _, _ = c
+        return (phase == 0) | jnp.any(lanes.count < second)
+
+    zero = jnp.zeros((), jnp.int32)
+    lanes, extra, _, steps, _, steps0 = jax.lax.while_loop(
+        cond, body, (lanes, extra, zero, zero, zero, zero))
+    return lanes, extra, (steps0, steps - steps0)

@@ -41,7 +41,7 @@ from .adaptation import (
 )
 from .kernel import find_reasonable_step_size, init, resolve_uniform
 from .lanes import lane as start_lane
-from .lanes import micro_step, run_phase
+from .lanes import micro_step, run_phase, run_phases
 from .lookahead import FLIPS
 
 __all__ = ["MCMCResult", "sample"]
@@ -127,25 +127,11 @@ def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, f
                 log_lam = log_lam + rate * (est - log_lam)
             return adapt, log_lam, it + 1
 
-        warm_grads = jnp.zeros((chains,), jnp.int32)
-        warm_steps = jnp.zeros((), jnp.int32)
-        log_lam = jnp.zeros((), x0.dtype)
-        if num_warmup > 0:
-            lanes, (adapt, log_lam, _), warm_steps = run_phase(
-                lanes, (adapt, log_lam, jnp.zeros((), x0.dtype)), num_warmup, k_warm,
-                warm_params, warm_settle, run_id, 0, **kw,
-            )  # fmt: skip
-            warm_grads = lanes.grads
+        def warm_end(adapt, log_lam):
             eps = jnp.exp(adapt.log_step_size_avg)
-        else:
-            eps = eps0
-        inv_mass = adapt.inverse_mass
-        final_refresh = (damping_refresh(log_lam, eps, num_warmup) if use_damping else fixed)
+            return eps, (damping_refresh(log_lam, eps, num_warmup) if use_damping else fixed)
 
         # ---- sampling: record every thinning-th transition as it completes
-        lanes = lanes._replace(count=jnp.zeros_like(lanes.count), grads=jnp.zeros_like(
-            lanes.grads))  # fmt: skip
-
         def draw_settle(draws, lanes, done, info):
             def one(d, lane, done, info):
                 flipped = d.flipped | (done & info.is_flipped)
@@ -164,13 +150,10 @@ def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, f
 
             return jax.vmap(one)(draws, lanes, done, info)
 
-        def draw_params(extra, lanes):
-            return eps, final_refresh, inv_mass
-
         def empty(n):
             _, _, info = jax.eval_shape(lambda: micro_step(
-                jax.tree.map(lambda a: a[0], lanes), True, k_samp[0], eps[0], final_refresh[0],
-                inv_mass[0], **kw))  # fmt: skip
+                jax.tree.map(lambda a: a[0], lanes), True, k_samp[0], eps0[0], fixed[0],
+                inv_mass0[0], **kw))  # fmt: skip
             false = jnp.zeros((n,), bool)
             return _Draws(
                 jnp.zeros((n, num_samples, dim), x0.dtype),
@@ -179,26 +162,80 @@ def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, f
                 false, false, jnp.zeros((n,), jnp.int32),
             )  # fmt: skip
 
+        def restart(lanes):
+            return lanes._replace(count=jnp.zeros_like(lanes.count),
+                                  grads=jnp.zeros_like(lanes.grads))  # fmt: skip
+
         total = num_samples * thinning
-        if chain_method == "vectorized":
-            _, draws, draw_steps = run_phase(
-                lanes, empty(chains), total, k_samp, draw_params, draw_settle, run_id,
-                num_warmup, **kw,
+        log_lam = jnp.zeros((), x0.dtype)
+        if num_warmup > 0 and chain_method == "vectorized":
+            # warmup and sampling in one loop: the program holds the transition once
+            def params(phase, extra, lanes):
+                adapt, log_lam, _, _, final = extra
+                warm = warm_params((adapt, log_lam, None), lanes)
+                return jax.tree.map(lambda a, b: jnp.where(phase == 0, a, b), warm, final[:3])
+
+            def settle(phase, extra, lanes, done, info):
+                def warm(extra):
+                    adapt, log_lam, it, draws, final = extra
+                    return (*warm_settle((adapt, log_lam, it), lanes, done, info), draws, final)
+
+                def draw(extra):
+                    adapt, log_lam, it, draws, final = extra
+                    return adapt, log_lam, it, draw_settle(draws, lanes, done, info), final
+
+                return jax.lax.cond(phase == 0, warm, draw, extra)
+
+            def switch(extra, lanes):
+                adapt, log_lam, it, draws, _ = extra
+                eps, refresh = warm_end(adapt, log_lam)
+                final = (eps, refresh, adapt.inverse_mass, lanes.grads)
+                return (adapt, log_lam, it, draws, final), restart(lanes)
+
+            extra = (adapt, log_lam, jnp.zeros((), x0.dtype), empty(chains),
+                     (eps0, fixed, inv_mass0, jnp.zeros((chains,), jnp.int32)))  # fmt: skip
+            lanes, extra, (warm_steps, draw_steps) = run_phases(
+                lanes, extra, (num_warmup, total), jnp.stack([k_warm, k_samp]), params,
+                settle, switch, run_id, **kw,
             )  # fmt: skip
+            adapt, _, _, draws, (eps, final_refresh, inv_mass, warm_grads) = extra
             draw_steps = jnp.broadcast_to(draw_steps, (chains,))
-        else:  # one chain at a time: each does only its own work
-
-            def alone(args):
-                lane, k, e, r, m = args
-                one = jax.tree.map(lambda a: a[None], lane)
-                lane, draws, steps = run_phase(
-                    one, empty(1), total, k[None], lambda *_: (e[None], r[None], m[None]),
-                    draw_settle, run_id, num_warmup, **kw,
+        else:
+            warm_grads = jnp.zeros((chains,), jnp.int32)
+            warm_steps = jnp.zeros((), jnp.int32)
+            eps, final_refresh = eps0, fixed
+            if num_warmup > 0:
+                lanes, (adapt, log_lam, _), warm_steps = run_phase(
+                    lanes, (adapt, log_lam, jnp.zeros((), x0.dtype)), num_warmup, k_warm,
+                    warm_params, warm_settle, run_id, 0, **kw,
                 )  # fmt: skip
-                return jax.tree.map(lambda a: a[0], (lane, draws)), steps
+                warm_grads = lanes.grads
+                eps, final_refresh = warm_end(adapt, log_lam)
+            inv_mass = adapt.inverse_mass
+            lanes = restart(lanes)
 
-            (_, draws), draw_steps = jax.lax.map(
-                alone, (lanes, k_samp, eps, final_refresh, inv_mass))  # fmt: skip
+            def draw_params(extra, lanes):
+                return eps, final_refresh, inv_mass
+
+            if chain_method == "vectorized":
+                _, draws, draw_steps = run_phase(
+                    lanes, empty(chains), total, k_samp, draw_params, draw_settle, run_id,
+                    num_warmup, **kw,
+                )  # fmt: skip
+                draw_steps = jnp.broadcast_to(draw_steps, (chains,))
+            else:  # one chain at a time: each does only its own work
+
+                def alone(args):
+                    lane, k, e, r, m = args
+                    one = jax.tree.map(lambda a: a[None], lane)
+                    lane, draws, steps = run_phase(
+                        one, empty(1), total, k[None], lambda *_: (e[None], r[None], m[None]),
+                        draw_settle, run_id, num_warmup, **kw,
+                    )  # fmt: skip
+                    return jax.tree.map(lambda a: a[0], (lane, draws)), steps
+
+                (_, draws), draw_steps = jax.lax.map(
+                    alone, (lanes, k_samp, eps, final_refresh, inv_mass))  # fmt: skip
         return (draws.position, draws.logdensity, draws.info, eps, inv_mass, final_refresh,
                 warm_grads, warm_steps * num_leapfrog, draw_steps * num_leapfrog)
 
