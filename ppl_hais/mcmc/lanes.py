@@ -113,7 +113,7 @@ def run_phase(lanes, extra, total, keys, params, settle, run_id, offset, **kw):
 def run_phases(lanes, extra, totals, keys, params, settle, switch, run_id, **kw):
     """Two phases of :func:`run_phase` (warmup, then sampling) in one loop, so that the
     compiled program holds the transition, and the log density's gradient, once (a loop per
-    phase compiled 1.2-1.4x as long).
+    phase compiled about 1.2x as long: ``benchmarks/mcmc_compile.py``).
 
     ``totals``: phase 0's and phase 1's; ``keys``: theirs stacked, (2, chains);
     ``params(phase, extra, lanes)`` and ``settle(phase, extra, lanes, done, info)`` as in
