@@ -63,23 +63,17 @@ def compiled(structure, kernel, *, num_particles):
     return jax.jit(run)
 
 
-MIN_CAPACITY = 2**13  # schedules up to 8191 temperatures share one compiled program
-# a local-step transition runs only on the ladder's longer rungs (4000 and 16,000 temperatures):
-# its program holds 16,000 from the start, not a second one for the last rung (1.7 s to compile
-# on 2 cores); the larger buffers cost 3-5 ms a run
-LOCAL_CAPACITY = 2**14
+# schedules up to 16,383 temperatures share one compiled program: every rung of the convergence
+# ladder (the longest is 16,000), whatever the transition. At 8192 for the standard transition
+# the first call in a process whose ladder climbed to 16,000 compiled a second anneal (2-3 s on
+# 2 cores); paired runs of 36-90 ms measured no cost of the larger buffers (-1.7 to +1.7 ms)
+MIN_CAPACITY = 2**14
 
 
-def capacity(length, minimum=MIN_CAPACITY):
+def capacity(length):
     """The padded length of a schedule of ``length`` βs (and of its per-temperature step sizes):
-    ``minimum``, or the next power of two above it, so a few programs serve every N."""
-    return max(minimum, 1 << (int(length) - 1).bit_length())
-
-
-def minimum_capacity(kernel) -> int:
-    """The smallest padded schedule a run of ``kernel`` gets: ``LOCAL_CAPACITY`` for a
-    local-step transition, else ``MIN_CAPACITY``."""
-    return LOCAL_CAPACITY if kernel.name.endswith("_local") else MIN_CAPACITY
+    ``MIN_CAPACITY``, or the next power of two above it, so a few programs serve every N."""
+    return max(MIN_CAPACITY, 1 << (int(length) - 1).bit_length())
 
 
 def padded(values, length=None):
@@ -243,7 +237,7 @@ def run(
     # each group is paced on its own clock; the bar shows the groups' mean position
     bar = shared_bar(num_steps, desc, groups) if progress_bar else None
     run_ids = [open_run(num_steps, desc, part_of=bar) for g in range(groups)]
-    args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step, minimum_capacity(kernel)))
+    args = (rng_key, *_schedule_args(betas, ref_betas, ref_log_step))
 
     def group(g):
         chunk = positions[g * size : (g + 1) * size]
@@ -266,12 +260,12 @@ def run(
     return out
 
 
-def _schedule_args(betas, ref_betas, ref_log_step, minimum=MIN_CAPACITY):
-    """The schedule padded (to at least ``minimum``), its length N, and log(step size) at each
+def _schedule_args(betas, ref_betas, ref_log_step):
+    """The schedule padded (to at least ``MIN_CAPACITY``), its length N, and log(step size) at each
     of its βs (interpolated here, once, rather than at every temperature)."""
     betas = np.asarray(betas, float)
     log_step = np.interp(betas, np.asarray(ref_betas, float), np.asarray(ref_log_step, float))
-    length = capacity(len(betas), minimum)
+    length = capacity(len(betas))
     return (
         jax.device_put(padded(betas, length)), jax.device_put(np.int32(len(betas) - 1)),
         jax.device_put(padded(log_step, length)),
@@ -329,9 +323,7 @@ def _run_sharded(
     scale_ref = tuple(put(a) for a in _scale_args(scale_ref, positions.shape[-1]))
     switches = [put(a) for a in _switches(None, adapt_scale)]
     run_id = open_run(len(betas) - 1, desc, bar=progress_bar)
-    schedule = [
-        put(a) for a in _schedule_args(betas, ref_betas, ref_log_step, minimum_capacity(kernel))
-    ]
+    schedule = [put(a) for a in _schedule_args(betas, ref_betas, ref_log_step)]
 
     def call():
         out = fn(
