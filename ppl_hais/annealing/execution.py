@@ -66,7 +66,8 @@ def compiled(structure, kernel, *, num_particles):
 # schedules up to 16,383 temperatures share one compiled program: every rung of the convergence
 # ladder (the longest is 16,000), whatever the transition. At 8192 for the standard transition
 # the first call in a process whose ladder climbed to 16,000 compiled a second anneal (2-3 s on
-# 2 cores); paired runs of 36-90 ms measured no cost of the larger buffers (-1.7 to +1.7 ms)
+# 2 cores); paired runs of 36-91 ms measured no cost of the larger buffers (-0.5 to +0.9 ms:
+# benchmarks/capacity.py)
 MIN_CAPACITY = 2**14
 
 

@@ -198,7 +198,7 @@ def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, f
                 lanes, extra, (num_warmup, total), jnp.stack([k_warm, k_samp]), params,
                 settle, switch, run_id, **kw,
             )  # fmt: skip
-            adapt, _, _, draws, (eps, final_refresh, inv_mass, warm_grads) = extra
+            _, _, _, draws, (eps, final_refresh, inv_mass, warm_grads) = extra
             draw_steps = jnp.broadcast_to(draw_steps, (chains,))
         else:
             warm_grads = jnp.zeros((chains,), jnp.int32)
