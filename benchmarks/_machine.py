@@ -27,3 +27,11 @@ def write(path: str, report) -> None:
     with open(path, "w") as f:
         f.write(text.rstrip("\n") + "\n")
     print("wrote", path)
+
+
+def report(path, lines) -> None:
+    """Write a report to ``path`` when one is given (:func:`write`), else print it."""
+    if path:
+        write(path, lines)
+    else:
+        print("\n".join(lines))

@@ -68,10 +68,7 @@ def main():
             print(lines[-1], flush=True)
     finally:
         execution.MIN_CAPACITY = default
-    if args.out:
-        _machine.write(args.out, lines)
-    else:
-        print("\n".join(lines))
+    _machine.report(args.out, lines)
 
 
 if __name__ == "__main__":

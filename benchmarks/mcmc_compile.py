@@ -96,10 +96,7 @@ def main():
         cells = [f"{statistics.median(r[m] for r in runs[label]):.2f} ("
                  + " ".join(f"{r[m]:.2f}" for r in runs[label]) + ")" for m in models]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    if args.out:
-        _machine.write(args.out, lines)
-    else:
-        print("\n".join(lines))
+    _machine.report(args.out, lines)
 
 
 if __name__ == "__main__":
