@@ -40,7 +40,7 @@ ENV_SWITCH = "PPL_HAIS_COMPILATION_CACHE"
 ENV_DIR = "PPL_HAIS_CACHE_DIR"
 # every program is stored: a first call compiles ~60 small programs (the model's density, the
 # Laplace fit, the starts' draws) at ~0.03 s each besides the scans, and reading one back takes
-# ~0.01 s (eight schools through NumPyro, warm cache: first call 5.2 → 4.1 s; stop 42)
+# ~0.01 s (eight schools through NumPyro, warm cache: first call 5.2 → 4.1 s)
 MIN_COMPILE_TIME = 0.0
 
 _ours: str | None = None  # the directory ppl_hais set, if it set one

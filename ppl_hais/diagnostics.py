@@ -71,7 +71,7 @@ ESS_FRACTION = 0.1  # importance ESS below this fraction of the particles warns
 MIN_PARTICLES_KHAT = 20  # fewer particles: k̂ is not estimated (NaN)
 BOUNDED_WEIGHT = 3.0  # largest weight at most this × the mean: no tail for k̂ to judge
 GAP_FLOOR = 0.1  # nats: a bidirectional gap below this never warns
-# the bias check warns above BIAS_FLOOR nats and BIAS_NOISE of its SEs (derived on the issue 29
+# the bias check warns above BIAS_FLOOR nats and BIAS_NOISE of its SEs (derived on the trust
 # suite, docs/trust_suite.md: the funnel's 16,000-temperature runs 0.10–0.12 nat low had gaps of
 # 0.058–0.064 at 2.1 SEs; converged runs' gaps stay within ±0.05)
 BIAS_FLOOR = 0.05

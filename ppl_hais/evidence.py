@@ -60,12 +60,12 @@ from .budget import (
     next_fits,
 )
 from .density import ModelDensity, improper_note
-from .fits import _method
+from .fits import bound_method
 from .mcmc.fast_random import check_key, host_fold_in, host_split
 from .precision import float64
 from .result import AISResult
 from .runs import chains, check_names, largest, pooled_checks, record, topped_up
-from .starts import _choose_initial, choose_initial, transition, with_local_steps
+from .starts import choose_initial, choose_initial_counted, transition, with_local_steps
 from .starts import discrete as _discrete
 from .target import AnnealingTarget
 
@@ -246,7 +246,7 @@ def evidence(
     start = time.perf_counter()
     key_pilot, key_chains = host_split(rng_key)
     with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
-        name, target, pilot, choice, spent = _choose_initial(key_pilot, model, initial,
+        name, target, pilot, choice, spent = choose_initial_counted(key_pilot, model, initial,
             num_steps=surveyed, kernel_options=kernel_options, pilot_options=pilot_options)
     budget = None
     if target_se is not None:
@@ -300,7 +300,7 @@ def evidence(
                     pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
                     kernel=kernel_options.kernel(),  # the main run's (no discrete moves)
                     step_size=pilot_options.step_size, progress_bar=progress_bar,
-                    log_density=_method(model, "log_joint"),  # one MCMC program for any start
+                    log_density=bound_method(model, "log_joint"),  # one MCMC program for any start
                 )  # fmt: skip
                 spent += bias.gradients
                 last_check = Spent(bias.gradients, bias.num_draws, steps)

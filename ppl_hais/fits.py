@@ -38,7 +38,7 @@ SCALE_INFLATION = 1.2  # as the Laplace start's: fits are narrower than the post
 _LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
 
 
-def _method(model, name):
+def bound_method(model, name):
     """``model.<name>`` as a pytree (the unbound function, partially applied to the model), so
     that a model registered as a pytree (its data as leaves: the NumPyro adapter's) gives
     targets that compile once per structure, not once per object (``ppl_hais.structure``)."""
@@ -48,7 +48,7 @@ def _method(model, name):
     return getattr(model, name)
 
 
-def _cache(model) -> dict:
+def model_cache(model) -> dict:
     return model.__dict__.setdefault("_ppl_hais_targets", {})
 
 
@@ -57,7 +57,7 @@ def _cached(model, name, build):
     A fit that failed is kept as its error (under ``name + "_error"``), raised again without
     refitting; what it spent (``LaplaceError.gradients``, ``VIError.gradients``) is counted by
     the call that tried it."""
-    cache = _cache(model)
+    cache = model_cache(model)
     if name + "_error" in cache:
         raise cache[name + "_error"]
     if name not in cache:
@@ -79,7 +79,7 @@ def prior_target(model: ModelDensity) -> AnnealingTarget:
         model,
         "prior",
         lambda: AnnealingTarget(
-            initial=model.prior, log_likelihood=_method(model, "log_likelihood")
+            initial=model.prior, log_likelihood=bound_method(model, "log_likelihood")
         ),
     )
 
@@ -96,9 +96,9 @@ def laplace_target(model: ModelDensity) -> AnnealingTarget:
             # run of the model's sampler, which compiled a program per operation (0.5 s)
             draws = initial_sampler(prior_target(model), _LAPLACE_RESTARTS)(host_key(1))
             starts = np.concatenate([starts, draws])
-        log_joint = _method(model, "log_joint")
+        log_joint = bound_method(model, "log_joint")
         gaussian, gradients = laplace_fit(log_joint, starts)  # LaplaceError: _cached counts
-        _cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
+        model_cache(model)["laplace_gradients"] = gradients  # counted by the call that fits it
         return AnnealingTarget(initial=gaussian, log_density=log_joint)
 
     return _cached(model, "laplace", build)
@@ -117,8 +117,8 @@ def laplace_t_target(model: ModelDensity) -> AnnealingTarget:
             k = int(np.argmax(fit.weights))
             fit = Gaussian(fit.means[k], scale_tril=fit.scale_trils[k])
         reading = read_tails(laplace.log_density, fit, SCALE_INFLATION)
-        _cache(model)["laplace_t_gradients"] = 4 * model.dim + 1  # the tail probe
-        _cache(model)["laplace_t_fit"] = reading  # the tails read: which starts are too light
+        model_cache(model)["laplace_t_gradients"] = 4 * model.dim + 1  # the tail probe
+        model_cache(model)["laplace_t_fit"] = reading  # the tails read: which starts are too light
         start = tail_start(reading, SCALE_INFLATION)
         return AnnealingTarget(initial=start, log_density=laplace.log_density)
 
@@ -128,7 +128,7 @@ def laplace_t_target(model: ModelDensity) -> AnnealingTarget:
 def _fit_start(model):
     """(mean, scale_tril) to start a VI fit from: the Laplace fit when it found one mode (it
     is cached when ``auto`` tried it), else zeros and the identity."""
-    laplace = _cache(model).get("laplace")
+    laplace = model_cache(model).get("laplace")
     if laplace is not None and isinstance(laplace.initial, Gaussian):
         g = laplace.initial
         tril = g.scale_tril if g.scale_tril is not None else np.diag(g.scale)
@@ -143,7 +143,7 @@ def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
     :class:`~ppl_hais.vi.VIError` when the fit's ELBO is not finite."""
 
     def build():
-        log_joint = _method(model, "log_joint")
+        log_joint = bound_method(model, "log_joint")
         key = host_key(2)  # a fixed key: the same fit, and compiled target, every call
         if family == "student_t":
             gaussian = vi_target(model).initial
@@ -157,8 +157,8 @@ def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
             fam = "gaussian" if model.dim <= VI_FULL_RANK_UP_TO else "diagonal"
             fit = fit_vi(key, log_joint, mean, tril, family=fam,
                          scale_inflation=SCALE_INFLATION)  # fmt: skip
-        _cache(model)[f"{name}_gradients"] = fit.gradients
-        _cache(model)[f"{name}_fit"] = fit
+        model_cache(model)[f"{name}_gradients"] = fit.gradients
+        model_cache(model)[f"{name}_fit"] = fit
         return AnnealingTarget(initial=fit.distribution, log_density=log_joint)
 
     name = "vi" if family == "gaussian" else family

@@ -14,7 +14,7 @@ estimate and every rung is in the trajectory (:class:`Rung`, ``Evidence.trajecto
 **A different transition** (:func:`needs_local_steps`). After a rung of ``FIXED_NUM_STEPS``
 temperatures or more whose bias check found more than ``CLEAR_BOUND`` missing while its lag
 check failed (a funnel's neck), the rungs give each particle a step size of its own
-(``local_steps``, tuned by a pilot of its own, its gradients counted; docs/local_steps.md).
+(``local_steps``, tuned by a pilot of its own, its gradients counted).
 Not where the misses cannot be sized (:func:`unsizable`), nor where the call sets it.
 
 **The joint decision** (:func:`clears`). The weights' checks (Pareto k̂, importance ESS, lag)
@@ -28,12 +28,12 @@ unless its particles still predict their weights strongly (lag ≥ ``CLEAR_LAG``
 them ended outside the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``): mass that
 neither path reached, which no agreement can rule out. Its SE then comes from the two runs'
 spread. Nor may an earlier rung's check have reached an upper estimate more than
-``CLEAR_BOUND`` above the rung. The thresholds were derived on the issue 29 suite
-(``benchmarks/decision.py``; the figures in docs/architecture.md). A run of a fixed budget
+``CLEAR_BOUND`` above the rung. The thresholds were derived on the trust suite's
+rungs (docs/calibration.md). A run of a fixed budget
 (``num_steps`` or ``target_se`` given) has no previous rung: the bias check's agreement alone
 clears it (``clears(..., alone=True)``), its SE then carrying the gap: at 1000 temperatures
 the suite's false alarms fell from 48 to 21 of 240 right runs, none silent
-(docs/trust_suite_fixed.md).
+(the trust suite at a fixed 1000 temperatures).
 
 When the last rung still fails, :func:`remaining_gap` adds a ``converged`` check that states
 how low the estimate may be, in nats (:func:`shortfall`), and, where one weight dominates,
@@ -312,7 +312,7 @@ def bridge_clears(trajectory) -> bool:
 
 def bridge_se(trajectory) -> float:
     """The SE of the last rung's bridge: its own (``Rung.bridge_se``), with the larger doubt
-    that clears it (:func:`bridge_clears`) where one does. On the issue 29 suite's funnel
+    that clears it (:func:`bridge_clears`) where one does. On the trust suite's funnel
     runs whose bridges agreed, the errors over these SEs had an SD of 0.94 (47 runs)."""
     return float(np.hypot(trajectory[-1].bridge_se, max(_bridge_doubts(trajectory), default=0)))
 

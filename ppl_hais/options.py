@@ -22,11 +22,11 @@ import numpy as np
 
 from ._names import did_you_mean
 from .mcmc.lookahead import FLIPS
-from .schedules import _NAMED
+from .schedules import NAMED_SCHEDULES
 
 __all__ = ["check", "of_keywords"]
 
-SCHEDULES = ("adaptive", *sorted(_NAMED))  # "adaptive" is measured on the pilot, not named
+SCHEDULES = ("adaptive", *sorted(NAMED_SCHEDULES))  # "adaptive" is measured on the pilot, not named
 INITIALS = ("auto", "prior", "laplace", "laplace_t", "vi", "student_t")  # ppl_hais.starts.NAMES
 
 

@@ -4,7 +4,7 @@ Gelman, Yao & Gabry 2024, "Pareto smoothed importance sampling", JMLR 25(72), §
 Zhang & Stephens 2009's empirical Bayes estimate with PSIS's weak prior on k).
 
 Our own, in numpy alone: ArviZ's PSIS imported ``arviz_stats`` with scipy.stats and
-xarray-einstats inside a user's first call (1.3 s of a 3 s first call, issue 33), and ArviZ
+xarray-einstats inside a user's first call (1.3 s of a 3 s first call), and ArviZ
 0.x and 1.x cut the tail at different lengths (68 and 67 of 512 weights), so one run's k̂
 differed between the two stacks; now both get ArviZ 1.x's. ``tests/test_pareto.py`` pins it
 to both ArviZ versions' k̂ at their own tail lengths.

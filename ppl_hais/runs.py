@@ -11,11 +11,11 @@ each chain's runs into one result of all their particles (:meth:`~ppl_hais.AISRe
 nothing new compiles. The top-up comes before the rung's bias check, whose noise then shrinks
 with it: a check that the forward estimate's noise left inconclusive at 250 temperatures
 (``ladder.settled``) would send the ladder to 4× the temperatures. Pooled weights that now
-fail a check send the ladder on, as a failed rung does. On the issue 29 suite's 36-D
+fail a check send the ladder on, as a failed rung does. On the trust suite's 36-D
 Student-t experts through NumPyro (512 particles, SEs 0.06–0.12 at 250 temperatures) a call
 in 20 had ended 0.1 nat or more off, within its SE; topped up, none did, at fewer gradients
-(docs/trust_suite.md, stop 68). A floor met by temperatures instead had cost the centered
-funnel 3× its gradients for an SE that particles bound (stop 67).
+(docs/trust_suite.md). A floor met by temperatures instead had cost the centered
+funnel 3× its gradients for an SE that particles bound.
 
 Example
 -------

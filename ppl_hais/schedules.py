@@ -91,7 +91,7 @@ def adaptive_schedule(ref_betas, spread, num_steps: int) -> np.ndarray:
     return np.maximum.accumulate(betas)
 
 
-_NAMED = {
+NAMED_SCHEDULES = {
     "linear": linear_schedule,
     "sigmoid": sigmoid_schedule,
     "geometric": geometric_schedule,
@@ -102,11 +102,11 @@ _NAMED = {
 def make_schedule(schedule, num_steps: int | None) -> np.ndarray:
     """An array of betas from a name (with ``num_steps``) or a user-given array (checked)."""
     if isinstance(schedule, str):
-        if schedule not in _NAMED:
-            raise ValueError(f"unknown schedule {schedule!r}; use one of {sorted(_NAMED)}")
+        if schedule not in NAMED_SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule!r}; use one of {sorted(NAMED_SCHEDULES)}")
         if num_steps is None or int(num_steps) < 1:
             raise ValueError("num_steps must be a positive integer")
-        betas = _NAMED[schedule](int(num_steps))
+        betas = NAMED_SCHEDULES[schedule](int(num_steps))
     else:
         betas = np.asarray(schedule, dtype=float)
         if num_steps is not None and betas.size != int(num_steps) + 1:

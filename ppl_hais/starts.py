@@ -43,7 +43,7 @@ from .annealing import PilotOptions, survey
 from .annealing.bias import suspect_outside
 from .annealing.kernels import HAISOptions, mixed_kernel
 from .density import ModelDensity, improper_error, outside_support_note
-from .fits import _cache, laplace_t_target, laplace_target, prior_target, vi_target
+from .fits import laplace_t_target, laplace_target, model_cache, prior_target, vi_target
 from .options import INITIALS
 from .precision import float64
 from .result import InitialSupportError
@@ -70,9 +70,9 @@ PRIOR_WORKS = 1 / 3
 # regression's prior pilot once reached 22.2 of 64 (SE 3.0), was kept, and its ladder climbed
 # to 16,000 temperatures (45x the gradients of its other calls, whose Laplace pilots reach 63.8).
 # Giving way to any fit that beats it moved 2 of 40 held-out centered-funnel runs to VI starts,
-# 0.07-0.10 nat lower at 20x the gradients (stop 60, docs/trust_suite.md). A prior pilot that
+# 0.07-0.10 nat lower at 20x the gradients (docs/trust_suite.md). A prior pilot that
 # reaches it, with no more outside than the noise of its own draws' 5% (8 of 64), is kept:
-# eight schools' reached 62.4-63.0 with 7 outside, and a fit was made for nothing (stop 61).
+# eight schools' reached 62.4-63.0 with 7 outside, and a fit was made for nothing.
 # Beyond that a fit may pay: a target twice the prior's width ends none outside its Laplace.
 NEAR_EXACT = 0.9
 # A fitted start replaces the prior only when its pilot's importance ESS exceeds the prior's by
@@ -136,7 +136,7 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", *, num_steps=10
     known = HAISOptions._fields + PilotOptions._fields
     refuse_unknown({k: v for k, v in hais_kwargs.items() if k not in known}, "choose_initial",
                    known)  # fmt: skip
-    return _choose_initial(rng_key, model, initial, num_steps=num_steps,
+    return choose_initial_counted(rng_key, model, initial, num_steps=num_steps,
                            kernel_options=HAISOptions.of(hais_kwargs),
                            pilot_options=PilotOptions.of(hais_kwargs))[:4]  # fmt: skip
 
@@ -195,13 +195,13 @@ def _tail_candidate(model):
         target = laplace_t_target(model)
     except (ValueError, np.linalg.LinAlgError, FloatingPointError):
         return {}
-    return {"laplace_t": target} if has_heavy_tails(_cache(model)["laplace_t_fit"]) else {}
+    return {"laplace_t": target} if has_heavy_tails(model_cache(model)["laplace_t_fit"]) else {}
 
 
 def _too_light(model, candidates, names) -> set:
     """The starts among ``names`` too light-tailed for the tails read along the Laplace axes
     (:func:`ppl_hais.tails.too_light`); none where no tail start was piloted."""
-    reading = _cache(model).get("laplace_t_fit")
+    reading = model_cache(model).get("laplace_t_fit")
     if reading is None or "laplace_t" not in names:
         return set()
     light = set()
@@ -218,7 +218,7 @@ def _too_light(model, candidates, names) -> set:
 
 def _vi_candidates(model):
     """The VI starts ``auto`` adds on a hard path, or {} (they failed, or several modes)."""
-    laplace = _cache(model).get("laplace")
+    laplace = model_cache(model).get("laplace")
     if laplace is not None and not isinstance(laplace.initial, Gaussian):
         return {}
     out = {}
@@ -259,9 +259,9 @@ def _beats(fit, prior) -> bool:
 
 
 @float64
-def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot_options):
+def choose_initial_counted(rng_key, model, initial, *, num_steps, kernel_options, pilot_options):
     """:func:`choose_initial` and the model gradients it spent (its pilots, the fits it made)."""
-    fitted_before = {k for k in _cache(model) if k.endswith("_gradients")}
+    fitted_before = {k for k in model_cache(model) if k.endswith("_gradients")}
     if isinstance(initial, str):
         # auto pilots the prior first: the Laplace fit is made only where the prior fails
         candidates, _ = _named_candidates(model, "prior" if initial == "auto" else initial)
@@ -311,7 +311,7 @@ def _choose_initial(rng_key, model, initial, *, num_steps, kernel_options, pilot
     ) < VI_BELOW * size:
         pilot(_vi_candidates(model))
         light = _too_light(model, candidates, choice)
-    for key, value in _cache(model).items():  # the fits this call made
+    for key, value in model_cache(model).items():  # the fits this call made
         if key.endswith("_gradients") and key not in fitted_before:
             gradients += value
     if outside is not None:  # the prior set aside: a fitted start, or the prior's error

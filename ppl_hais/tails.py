@@ -3,7 +3,7 @@ the tail index the target shows along that axis.
 
 A Gaussian start cannot anneal into tails heavier than its own: the particles' reach grows
 only slowly with the number of temperatures, and the mass beyond it is missing from the
-estimate (``docs/experts_reach.md``: the 36-D Student-t experts stayed 0.3–0.7 nat low from a
+estimate (the 36-D Student-t experts stayed 0.3–0.7 nat low from a
 Gaussian start at every budget). A multivariate Student-t is heavy in every direction at once,
 which a posterior whose heavy directions are independent of each other is not. So the tails are
 read off the target itself: along each principal axis v_i of the Laplace covariance (standard
@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .structure import compile_once
-from .target import Gaussian, _register, lift, sample_shape_of
+from .target import Gaussian, lift, register_pytree, sample_shape_of
 
 __all__ = ["IndependentStudentT", "TailReading", "read_tails", "tail_start", "too_light"]
 
@@ -129,7 +129,7 @@ class IndependentStudentT:
         return jnp.sum(per_axis, axis=-1)
 
 
-_register(IndependentStudentT, ("mean", "scale", "df", "basis"))
+register_pytree(IndependentStudentT, ("mean", "scale", "df", "basis"))
 
 
 @compile_once

@@ -352,7 +352,7 @@ class AnnealingTarget:
         return Potential(li, lr, gi, gr)
 
 
-def _register(cls, fields):
+def register_pytree(cls, fields):
     """A frozen dataclass as a pytree over ``fields``, rebuilt without ``__post_init__`` (its
     checks need concrete values; inside a trace the leaves are tracers)."""
 
@@ -370,10 +370,10 @@ def _register(cls, fields):
 
 # pytrees, so that compiled scans are keyed on a target's structure, not its identity
 # (ppl_hais.structure): a Gaussian's arrays and a model's data are passed as arguments
-_register(Gaussian, ("mean", "scale", "scale_tril", "_inv_tril"))
-_register(StudentT, ("mean", "scale", "scale_tril", "_inv_tril", "df"))
-_register(GaussianMixture, ("means", "scale_trils", "weights", "_inv_trils"))
-_register(
+register_pytree(Gaussian, ("mean", "scale", "scale_tril", "_inv_tril"))
+register_pytree(StudentT, ("mean", "scale", "scale_tril", "_inv_tril", "df"))
+register_pytree(GaussianMixture, ("means", "scale_trils", "weights", "_inv_trils"))
+register_pytree(
     AnnealingTarget,
     ("log_density", "initial", "log_likelihood", "bounds", "log_z_initial", "_bounds"),
 )

@@ -11,9 +11,10 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import ppl_hais as ph
-from ppl_hais.bridge import MIN_DRAWS, bridge_evidence
+from ppl_hais.bridge import MIN_DRAWS
 from ppl_hais.bridge.sampling import bridge
 from ppl_hais.density import SplitDensity
+from ppl_hais.model_bridge import bridge_evidence
 
 D = 3
 MEAN = np.array([1.0, -2.0, 0.5])

@@ -36,7 +36,7 @@ def test_same_key_same_estimate_on_one_or_four_devices():
                         **kw)
         for a, b in zip(chains, alone):
             assert abs(a.log_z - b.log_z) < 1e-12
-        # the CPU default is one device with particle groups on threads (docs/devices.md)
+        # the CPU default is one device with particle groups on threads (faster than host devices)
         assert ph.hais(jax.random.key(3), target, **kw).settings["num_devices"] == 1
         for n, message in ((63, "do not split evenly over 4 devices"),
                            (2, "2 particles cannot be sharded over 4 devices")):

@@ -65,7 +65,7 @@ def test_normal_normal(dim):
 
 def test_local_steps_reach_the_pilot_and_the_run(monkeypatch):
     """``phn.HAIS(local_steps=True)``: the pilot tunes the per-particle transition the main
-    run uses, and the estimate stays exact (docs/local_steps.md)."""
+    run uses, and the estimate stays exact."""
     import ppl_hais.starts as starts
 
     kernels, real = [], starts.survey

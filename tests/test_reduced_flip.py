@@ -396,7 +396,7 @@ def test_step_size_search_crosses_one_half_and_traces_the_kernel_once():
     (Hoffman & Gelman): the ε found is ε₀·2^±k and the acceptance at it lies on the other
     side of ½ from ε₀'s side; the kernel is traced once, not once more for the loop's
     condition (which under vmap was evaluated again in the body: the bias check's MCMC
-    compiled 0.3–0.4 s longer, docs/first_call_before.md)."""
+    compiled 0.3–0.4 s longer)."""
     traced = []
 
     def logdensity(x):  # a 4-D Gaussian with scales 0.1 … 1

@@ -1,10 +1,12 @@
-"""The code's shape: small modules, and no import cycles among the package's modules (issue 32:
-"no import cycles, no module over 400 lines")."""
+"""The code's shape, read from the source: small modules; imports that form no circle (an
+import inside a function counts, and so does a package's ``__init__``); no module that takes
+another's private name; a core that imports no PPL; and a product that names no step of the
+team's own process."""
 
 import ast
+import re
+import subprocess
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"ppl_hais": ROOT / "ppl_hais", "ppl_hais.adapters": ROOT / "adapters"}
@@ -28,11 +30,14 @@ def _modules():
 MODULES = _modules()
 
 
+PPLS = ("numpyro", "pymc", "pytensor", "bambi")
+
+
 def _imports(name, path):
-    """The package's modules that ``name`` imports at module level (not inside functions)."""
+    """The package's modules that ``name`` imports, at any depth (inside functions too)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -54,22 +59,92 @@ def test_modules_are_small():
     assert {n: s for n, s in sizes.items() if s > MAX_LINES} == {}
 
 
-def test_no_import_cycles_below_the_package_roots():
-    # a package's __init__ re-exports its submodules, which may import siblings through it;
-    # cycles among the modules themselves are what makes import order fragile
-    graph = {n: {m for m in _imports(n, p) if m not in PACKAGES}
-             for n, p in MODULES.items() if n not in PACKAGES}  # fmt: skip
-    state = {}
+def _cycles(graph):
+    """Tarjan's strongly connected components of more than one module, sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
 
-    def visit(node, stack):
-        state[node] = "open"
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == "open":
-                pytest.fail("import cycle: " + " → ".join(stack[stack.index(nxt):] + [nxt]))
-            if nxt not in state:
-                visit(nxt, stack + [nxt])
-        state[node] = "done"
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
 
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_imports_form_no_circle():
+    # only the top-level package, which re-exports the public names, is left out: nothing
+    # below it imports it
+    graph = {n: _imports(n, p) - set(PACKAGES) for n, p in MODULES.items() if n not in PACKAGES}
+    assert _cycles(graph) == []
+
+
+def test_the_circle_finder_finds_circles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_private_name_crosses_a_module():
+    taken = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("ppl_hais")
+            ):
+                taken += [f"{name}: {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+    assert taken == []
+
+
+def test_the_core_imports_no_ppl():
+    found = []
+    for name, path in MODULES.items():
+        if name.startswith("ppl_hais.adapters"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found += [f"{name}: {a.name}" for a in node.names
+                          if a.name.split(".")[0] in PPLS]  # fmt: skip
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                if (node.module or "").split(".")[0] in PPLS:
+                    found.append(f"{name}: {node.module}")
+    assert found == []
+
+
+PROCESS = re.compile(r"\b[Ss]tops? [0-9]+\b|\b[Ii]ssues? #?[0-9]+\b")
+
+
+def test_the_product_names_no_step_of_the_process():
+    # code, docs and README give reasons and designs, not the history of how they came about
+    listed = subprocess.run(["git", "ls-files", "ppl_hais", "adapters", "docs", "README.md"],
+                            cwd=ROOT, capture_output=True, text=True, check=False).stdout.split()
+    if not listed:  # not a git checkout: read the folders
+        listed = [str(p.relative_to(ROOT)) for d in ("ppl_hais", "adapters", "docs")
+                  for p in (ROOT / d).rglob("*") if p.is_file()] + ["README.md"]  # fmt: skip
+    hits = []
+    for rel in listed:
+        path = ROOT / rel
+        if "_build" in path.parts or path.suffix not in {".py", ".md"}:
+            continue
+        for number, line in enumerate(path.read_text(errors="ignore").splitlines(), 1):
+            if PROCESS.search(line):
+                hits.append(f"{rel}:{number}: {line.strip()[:80]}")
+    assert hits == [], f"{len(hits)} lines name the process; the first: {hits[:5]}"

@@ -685,7 +685,7 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     first = starts._choose_initial(jax.random.key(0), model, "auto", **options)
     second = starts._choose_initial(jax.random.key(0), model, "auto", **options)
     assert set(first[3]) == set(second[3]) == {"prior", "laplace"}  # no VI start piloted
-    laplace = starts._cache(model)["laplace_gradients"]
+    laplace = starts.model_cache(model)["laplace_gradients"]
     probe = 4 * model.dim + 1  # the tail probe's density evaluations (ppl_hais.tails)
     assert laplace > 0 and (first[4], second[4]) == (200 + laplace + 64 + probe, 200)  # 64 draws
     assert fits == ["gaussian"]
@@ -696,7 +696,7 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     fresh = Regression(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.ones(3), 1.0)
     with pytest.warns(UserWarning, match="falling back"):
         starts._choose_initial(jax.random.key(0), fresh, "student_t", **options)
-    spent = {k: v for k, v in starts._cache(fresh).items() if k.endswith("_gradients")}
+    spent = {k: v for k, v in starts.model_cache(fresh).items() if k.endswith("_gradients")}
     assert spent.get("vi_gradients") == 64 and "student_t_gradients" not in spent
 
 

@@ -26,7 +26,7 @@ from numpyro import handlers
 from numpyro.infer.util import unconstrain_fn
 
 from ppl_hais.arviz import group, group_names
-from ppl_hais.bridge import bridge_evidence
+from ppl_hais.model_bridge import bridge_evidence
 from ppl_hais.precision import float64
 
 from .target import NumPyroTarget

@@ -92,7 +92,7 @@ class HAIS:
         momentum flips after a rejection (``"standard"`` or ``"reduced"``), look-ahead
         trajectories, a step size per particle scaled by the local gradient (``local_steps``:
         None lets the convergence ladder switch it on after a rung whose bias and lag checks
-        failed, a funnel's neck; True or False, always or never; docs/local_steps.md). A pilot
+        failed, a funnel's neck; True or False, always or never). A pilot
         tunes the step size for the transition the run uses.
     progress_bar : bool
         A tqdm bar per phase (pilot, each rung, the bias check).

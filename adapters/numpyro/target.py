@@ -57,7 +57,7 @@ def _first_trace(model, args, kwargs, key):
     check reads a value the model computes (masked observations, whose mask the adapter
     applies in the model) or a prior cannot be sampled (an improper one). Run eagerly, every
     operation of the model compiles a program on first use: 0.3-0.55 s of a small model's
-    first call on 2 cores (stop 56)."""
+    first call on 2 cores."""
     box = {}
 
     def abstract(key):

@@ -23,7 +23,7 @@ import xarray as xr
 from pytensor.graph.replace import clone_replace
 
 from ppl_hais.arviz import group, group_names
-from ppl_hais.bridge import bridge_evidence
+from ppl_hais.model_bridge import bridge_evidence
 from ppl_hais.precision import float64
 
 from .rewrites import jaxified_graph

@@ -164,7 +164,7 @@ def sample_hais(
         momentum flips after a rejection, look-ahead trajectories, a step size per particle
         scaled by the local gradient (``local_steps``: None lets the convergence ladder switch
         it on after a rung whose bias and lag checks failed, a funnel's neck; True or False,
-        always or never; docs/local_steps.md). A pilot tunes the step size for the transition
+        always or never). A pilot tunes the step size for the transition
         the run uses.
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in

@@ -129,7 +129,7 @@ def ais(
     devices : list of jax.Device, optional
         Where the main run's particles go: sharded over these devices (default: every local
         device of the default backend; on CPU one device, with particle groups on threads,
-        which measured faster than host devices: docs/devices.md). The same key gives the
+        which measured faster than host devices). The same key gives the
         same estimate on 1 or k devices; ``settings["num_devices"]`` records k and
         ``settings["particles_per_device"]`` the rows each device held.
 

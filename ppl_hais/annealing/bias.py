@@ -55,8 +55,7 @@ import jax
 import numpy as np
 
 from .. import diagnostics, estimators
-from ..bridge.sampling import _iterate, _relative_se
-from ..estimators import log_mean_exp_se
+from ..estimators import bridge_fixed_point, bridge_relative_se, log_mean_exp_se
 from ..mcmc.fast_random import host_fold_in, host_split, host_uniform
 from ..mcmc.sampler import sample as mcmc_sample
 from ..pareto import tail_length
@@ -72,8 +71,8 @@ __all__ = ["BiasCheck", "Reverse", "bennett", "check_bias", "needs_check", "reve
 # which runs are checked under bias_check="auto": a run whose target reaches past the start,
 # whose final positions predict their weights, whose weights show a tail, or that warned.
 # Easy models (a prior or Laplace start that covers the posterior) meet none of these
-# (outside ≤ 0.04, lag ≤ 0.13, k̂ ≤ 0.2 in docs/trust.md; k̂ up to 0.39 in stop 61's default
-# calls, within its noise), so they pay nothing.
+# (outside ≤ 0.04, lag ≤ 0.13, k̂ ≤ 0.2 in docs/trust.md; k̂ up to 0.39 in the trust suite's
+# default calls, within its noise), so they pay nothing.
 # The outside fraction of draws from the start itself is 5% (its central 95% by definition),
 # so a run is suspect only beyond that figure's sampling noise: 5% + 3 binomial SDs (7.9% at
 # 512 particles). At a flat 5%, half the runs whose posterior sits inside the prior were
@@ -83,15 +82,15 @@ __all__ = ["BiasCheck", "Reverse", "bennett", "check_bias", "needs_check", "reve
 # than LAG_OUTSIDE of them): a lagging contraction from a start that covers the posterior
 # leaves nothing unreached (``diagnostics``: the lag check warns only beyond the start), and
 # on the 50-D regression from its Laplace fit (no particle outside, every estimate right) a
-# lag of 0.10-0.22 in one of four chains checked 16 and 19 of 20 default calls (stop 55's
+# lag of 0.10-0.22 in one of four chains checked 16 and 19 of 20 default calls (the trust
 # suite), 11% of their gradients and a compiled MCMC for nothing.
 # A k̂ is a reason beyond its own noise alone: 0.3 plus one SD of k̂ from the M = 3√P largest
 # weights the tail fit uses, (1 + k)/√M (0.46 at 512 particles, 0.43 at 1000). At a flat 0.3
 # the 5-D regression's default calls were checked on 1 (NumPyro) and 3 (PyMC) of 20 for k̂ of
 # 0.32-0.39, every one right, and two of those checks' SEs (0.08) could not bound the bias by
 # 0.1, so the ladder climbed a rung: 1.4-4.5x the gradients. The easy models' largest k̂ that
-# applies was 0.39 (regressions, logistic regression, mixtures: medians 0.02-0.20; stop 61's
-# scratch runs), the funnel's, banana's and Student-t experts' medians 0.60-0.71, and every
+# applies was 0.39 (regressions, logistic regression, mixtures: medians 0.02-0.20 on the trust
+# suite), the funnel's, banana's and Student-t experts' medians 0.60-0.71, and every
 # such run also reached past its start, a reason of its own.
 SUSPECT_OUTSIDE = 0.05
 SUSPECT_LAG = 0.1
@@ -158,10 +157,10 @@ def bennett(log_w_forward, log_w_reverse, *, log_z_initial: float = 0.0, tol: fl
     l_rev, l_fwd = xr - shift, xf - shift
     s_rev, s_fwd = len(xr) / (len(xr) + len(xf)), len(xf) / (len(xr) + len(xf))
     start = float(np.logaddexp.reduce(l_fwd) - np.log(len(l_fwd)))  # the forward estimate
-    path, converged = _iterate(l_rev, l_fwd, s_rev, s_fwd, start, tol, max_iter)
+    path, converged = bridge_fixed_point(l_rev, l_fwd, s_rev, s_fwd, start, tol, max_iter)
     if not converged:
         return float("nan"), float("nan")
-    se = _relative_se(l_rev, l_fwd, s_rev, s_fwd, float(path[-1]), len)
+    se = bridge_relative_se(l_rev, l_fwd, s_rev, s_fwd, float(path[-1]), len)
     return float(path[-1] + shift + log_z_initial), se
 
 
@@ -283,7 +282,7 @@ def _own_draws(rng_key, target, kernel, pilot, particles, log_w, num, num_transi
     16–34% of its draws against 16%; the neck, v < −3, 1–6% against 16%), and their bridge
     leans high (+0.03 mean); a local-step transition keeps the neck (13–21%) but not the far
     mouth, and its bridge leans low (−0.05): half the reverse chains start from each
-    (docs/bias_check.md, benchmarks/funnel_draws.py)."""
+    (docs/bias_check.md)."""
     idx = estimators.systematic(log_w, int(num), host_uniform(rng_key))
     out = run(
         host_fold_in(rng_key, 1), target, kernel, np.ones(int(num_transitions) + 1),

@@ -67,7 +67,7 @@ def compiled(structure, kernel, *, num_particles):
 # ladder (the longest is 16,000), whatever the transition. At 8192 for the standard transition
 # the first call in a process whose ladder climbed to 16,000 compiled a second anneal (2-3 s on
 # 2 cores); paired runs of 36-91 ms measured no cost of the larger buffers (-0.5 to +0.9 ms:
-# benchmarks/capacity.py)
+# paired runs in one process)
 MIN_CAPACITY = 2**14
 
 
@@ -153,10 +153,9 @@ def layout(num_particles):
 
     At most :func:`concurrent_groups` run at once. XLA runs one vmapped scan on about one
     core, and part of each step waits on small thread-pool tasks that other groups fill: two
-    per core beat one by 1.1–1.4× (docs/groups.md), four ran within ±10% of two. Before stop
-    70 a larger population ran as two groups per core of its own size, a program for each:
-    PyMC's two and four chains compiled two. Groups of 64 for every population (stops 60 and
-    70) made a cheap model's large populations 1.6–2× slower warm (per-step overhead;
+    per core beat one by 1.1–1.4×, four ran within ±10% of two. Two fixed sizes mean a new
+    number of particles or chains compiles no new program; groups of 64 for every population
+    made a cheap model's large populations 1.6–2× slower warm (per-step overhead;
     docs/chains.md). On an accelerator one batch is best. :func:`using_cores` sets the cores;
     ``PPL_HAIS_CPU_THREADS`` caps the groups per core pair (e.g. 1 under ``pytest -n``).
     """
@@ -183,7 +182,7 @@ def layout(num_particles):
 
 def concurrent_groups() -> int:
     """How many particle groups run at once on CPU: eight per core (capped as
-    :func:`layout`'s groups are). In stop 70's trial of groups of 64 for every population, four
+    :func:`layout`'s groups are). With groups of 64 for every population, four
     chains of the 50-D regression (32 groups) ran 1.1× slower with all 32 at once and 1.2×
     slower with two per core at once (a scratch A/B, 2 cores)."""
     return 4 * _two_per_core()
@@ -364,7 +363,7 @@ def resolve_devices(devices):
     """The devices a main run shards over: ``None`` → under ``jax.distributed`` (several
     processes) every device of every process; otherwise every local device of the default
     backend, except on CPU, where one device with particle groups on threads was faster than
-    the cores as XLA host devices (docs/devices.md). A list of ``jax.Device`` as given (one
+    the cores as XLA host devices. A list of ``jax.Device`` as given (one
     platform)."""
     if devices is None:
         if jax.process_count() > 1:

@@ -128,7 +128,7 @@ def hais_kernel(
     ``step_size_jitter=j`` draws each transition's step size uniformly from ε·[1 − j, 1 + j]
     (Stan's ``stepsize_jitter``): a random step size keeps the transition invariant, and the
     short steps it sometimes takes enter regions whose curvature the tuned ε cannot (a
-    funnel's neck; ``docs/escalation.md``).
+    funnel's neck).
 
     ``local_steps=True`` gives each particle's transition a step size of its own: ε times
     r(z) = (√D / ‖s ⊙ ∇log π_β(z)‖)^½ (clipped to [0.01, 10]; s the preconditioner) times
@@ -136,7 +136,7 @@ def hais_kernel(
     long ones where it is flat. The step size is an auxiliary variable drawn given z, so the
     Metropolis ratio gains log q(ε | z′) − log q(ε | z) and the transition keeps π_β
     invariant (plain moves only: ``lookahead=1``, ``flips="standard"``). Measured on Neal's
-    funnel from N(0, I): docs/local_steps.md.
+    funnel from N(0, I).
 
     Examples
     --------

@@ -339,7 +339,7 @@ def _interp_rows(x, xp, fp):
     """``jnp.interp(x, xp, fp[:, j])`` for every column j at once, the same arithmetic: the
     knot is found once, by comparisons rather than ``searchsorted``'s loop, which ran every
     temperature and made an H100's annealing step 3× slower (27 → 87 µs at 200 particles,
-    ``benchmarks/gpu_step.py``)."""
+    timed on an H100)."""
     i = jnp.clip(jnp.sum(xp <= x), 1, xp.shape[0] - 1)
     dx = xp[i] - xp[i - 1]
     dx0 = jnp.abs(dx) <= np.spacing(np.finfo(xp.dtype).eps)

@@ -5,7 +5,7 @@ jaxlib before 0.12 splits a batched LAPACK call (Cholesky, triangular solve, ...
 XLA's intra-op thread pool (one thread per core) and waits for them on that pool. When every
 thread of the pool waits so, nothing runs the tasks and the process hangs with every thread
 idle. Concurrent particle groups (:func:`ppl_hais.annealing.execution.run`) of a Gaussian-process
-model did this on the oldest stack (jax 0.10.2, 2 cores; stop 66, docs/architecture.md): both
+model did this on the oldest stack (jax 0.10.2, 2 cores): both
 pool threads in ``ParallelBatchMap`` under ``lapack_dpotrf_ffi`` and ``lapack_dtrsm_ffi``, four
 executions waiting on them. There, a model whose density calls LAPACK runs its groups one at a
 time; every other model, and every newer jaxlib, keeps them concurrent.

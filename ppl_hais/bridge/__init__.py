@@ -22,9 +22,9 @@ log Ẑ is its square root (delta method). It is the Monte Carlo error given the
 that never visited part of the posterior (a mode, a funnel's neck) make an estimate that is
 off by more than any error bar. Hence the checks, each an :class:`~ppl_hais.EvidenceWarning`
 naming its remedy: the draws' ESS and split-R̂, the per-chain estimates' disagreement, the
-fixed point's convergence, and, with
-:func:`bridge_evidence`'s ``cross_check=True``, a forward anneal (a stochastic lower bound of
-log Z that needs no draws) and a reverse anneal from the draws beside the bridge estimate.
+fixed point's convergence, and, with :func:`ppl_hais.model_bridge.bridge_evidence`'s
+``cross_check=True``, a forward anneal (a stochastic lower bound of log Z that needs no draws)
+and a reverse anneal from the draws beside the bridge estimate.
 
 The Pareto k̂ of the proposal's importance weights q/g is reported, not warned on: the
 bridge's summands are bounded (by 1/s₁ and 1/s₂), so a proposal with lighter tails than the
@@ -43,8 +43,24 @@ Example
 (True, False)
 """
 
+import importlib
+import warnings
+
 from .checks import CrossCheck
 from .result import BridgeResult
-from .sampling import MIN_DRAWS, bridge_evidence, bridge_sampling
+from .sampling import MIN_DRAWS, bridge_sampling
 
-__all__ = ["BridgeResult", "CrossCheck", "bridge_evidence", "bridge_sampling", "MIN_DRAWS"]
+__all__ = ["BridgeResult", "CrossCheck", "bridge_sampling", "MIN_DRAWS"]
+
+
+def __getattr__(name):
+    # ``bridge_evidence`` runs the evidence workflow, which sits above this package: it lives
+    # in :mod:`ppl_hais.model_bridge`, and the old spelling still resolves, with a warning
+    if name == "bridge_evidence":
+        warnings.warn(
+            "ppl_hais.bridge.bridge_evidence moved to ppl_hais.model_bridge.bridge_evidence",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module("ppl_hais.model_bridge").bridge_evidence
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

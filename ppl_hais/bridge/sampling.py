@@ -1,6 +1,8 @@
-"""The bridge estimator (Meng & Wong 1996; Gronau et al. 2017): the fixed point, its error
-bar, the per-chain estimates, and the cross-checked workflow over a model
-(:func:`bridge_evidence`). The method is described in :mod:`ppl_hais.bridge`.
+"""The bridge estimator (Meng & Wong 1996; Gronau et al. 2017) over arrays of draws: the
+proposal fit, the error bar and the per-chain estimates (the fixed point itself is
+:func:`ppl_hais.estimators.bridge_fixed_point`). Over an adapter's model, cross-checked by
+annealing, it is :func:`ppl_hais.model_bridge.bridge_evidence`. The method is described in
+:mod:`ppl_hais.bridge`.
 
 Example
 -------
@@ -14,29 +16,24 @@ Example
 
 from __future__ import annotations
 
-import dataclasses
 import time
-import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.special import logsumexp
 
 from .. import diagnostics
-from ..density import improper_note
-from ..estimators import chain_ess, split_rhat
+from ..estimators import bridge_fixed_point, bridge_relative_se, chain_ess, split_rhat
 from ..precision import float64
 from ..target import Gaussian, StudentT
-from .checks import CrossCheck, bridge_checks, cross_checks
+from .checks import bridge_checks
 from .result import BridgeResult
 
-__all__ = ["MIN_DRAWS", "bridge", "bridge_evidence", "bridge_sampling"]
+__all__ = ["MIN_DRAWS", "bridge", "bridge_sampling"]
 
 MIN_DRAWS = 100  # draws per chain below this are refused: half of them fit the proposal
 METHODS = ("normal", "warp3", "student_t")
 STUDENT_DF = 5.0
-NUM_REVERSE = 256  # draws annealed back by the cross-check
 _CHUNK = 4096  # density evaluations per compiled batch (bounds memory on large models)
 
 
@@ -50,43 +47,6 @@ def _batched(log_density):
         return np.where(np.isnan(v), -np.inf, v)
 
     return evaluate
-
-
-def _log_mean_exp(x) -> float:
-    return float(logsumexp(x) - np.log(len(x)))
-
-
-def _iterate(l1, l2, s1, s2, start, tol, max_iter):
-    """The fixed point of the optimal bridge in logs: l1 = log q − log g at the posterior
-    draws, l2 at the proposal draws (both shifted by the same constant). Returns the path
-    of log Ẑ (start first) and whether it converged."""
-    log_s1, log_s2 = np.log(s1), np.log(s2)
-    path = [start]
-    log_r = start
-    for _ in range(int(max_iter)):
-        num = _log_mean_exp(l2 - np.logaddexp(log_s1 + l2, log_s2 + log_r))
-        den = _log_mean_exp(-np.logaddexp(log_s1 + l1, log_s2 + log_r))
-        new = num - den
-        path.append(new)
-        if not np.isfinite(new):
-            return np.array(path), False
-        if abs(new - log_r) < tol:
-            return np.array(path), True
-        log_r = new
-    return np.array(path), False
-
-
-def _relative_se(l1, l2, s1, s2, log_z, ess_of) -> float:
-    """Frühwirth-Schnatter's (2004) relative error of Ẑ: the proposal term with N₂ independent
-    draws, the posterior term with the effective size of its chains' draws (``ess_of``)."""
-    p2 = np.exp(np.clip(l2 - log_z, -700, 700))  # q/(Z g) at the proposal draws
-    f1 = p2 / (s1 * p2 + s2)
-    f2 = 1.0 / (s1 * np.exp(np.clip(l1 - log_z, -700, 700)) + s2)  # g/(s1 q/Z + s2 g), /g
-    term1 = np.var(f1, ddof=1) / (len(f1) * np.mean(f1) ** 2)
-    n_eff = ess_of(f2)
-    n_eff = f2.size if not np.isfinite(n_eff) else min(n_eff, f2.size)
-    term2 = np.var(f2, ddof=1) / (n_eff * np.mean(f2) ** 2)
-    return float(np.sqrt(term1 + term2))
 
 
 def _fit_proposal(fit, method):
@@ -214,18 +174,18 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
     ess = float(np.nanmedian(ess_coord)) if np.any(np.isfinite(ess_coord)) else float(n1)
     n_eff = min(ess, n1)
     s1, s2 = n_eff / (n_eff + n2), n2 / (n_eff + n2)
-    path, converged = _iterate(l1s.ravel(), l2s, s1, s2, 0.0, tol, max_iter)
+    path, converged = bridge_fixed_point(l1s.ravel(), l2s, s1, s2, 0.0, tol, max_iter)
     log_z_s = float(path[-1])
 
     def ess_of(values):
         return chain_ess(np.reshape(values, (chains, -1)))
 
-    se = _relative_se(l1s.ravel(), l2s, s1, s2, log_z_s, ess_of) if converged else np.inf
+    se = bridge_relative_se(l1s.ravel(), l2s, s1, s2, log_z_s, ess_of) if converged else np.inf
     chain_z, chain_se = [], []
     for c in range(chains):  # each chain's own bridge: the same proposal draws
-        p_c, ok = _iterate(l1s[c], l2s, s1, s2, log_z_s, tol, max_iter)
+        p_c, ok = bridge_fixed_point(l1s[c], l2s, s1, s2, log_z_s, tol, max_iter)
         chain_z.append(float(p_c[-1]) + shift)
-        chain_se.append(_relative_se(l1s[c], l2s, s1, s2, float(p_c[-1]), chain_ess) if ok
+        chain_se.append(bridge_relative_se(l1s[c], l2s, s1, s2, float(p_c[-1]), chain_ess) if ok
                         else np.inf)  # fmt: skip
     if chains > 1 and np.all(np.isfinite(chain_z)):  # chains that disagree widen the SE
         rel = np.exp(np.array(chain_z) - log_z_s - shift)
@@ -246,43 +206,3 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
         num_proposal=n2, evaluations=int(evaluations), proposal=proposal,
         wall_time=time.perf_counter() - start, divergences=divergences,
     )  # fmt: skip
-
-
-def bridge_evidence(
-    rng_key, model, draws, *, method="normal", cross_check=False, num_reverse=NUM_REVERSE,
-    progress_bar=True, diverging=None, **hais_kwargs,
-) -> BridgeResult:  # fmt: skip
-    """Bridge sampling over an adapter's model (a :class:`~ppl_hais.density.ModelDensity`)
-    from its unconstrained draws (chains, draws, D), warning as :func:`bridge_sampling` does.
-
-    ``cross_check=True`` also runs the evidence workflow's forward anneal
-    (:func:`ppl_hais.evidence.evidence` with ``hais_kwargs``) and a reverse anneal of
-    ``num_reverse`` of the draws (evenly spaced over the bridge half of every chain) over the
-    forward run's schedule, and reports the three estimates side by side
-    (:class:`CrossCheck`), warning where they disagree beyond their noise.
-    """
-    from ..annealing.bias import reverse_anneal
-    from ..evidence import evidence
-
-    key_bridge, key_fwd, key_rev = jax.random.split(rng_key, 3)
-    result = bridge(key_bridge, model.log_joint, draws, method=method, diverging=diverging)
-    checks = result.checks
-    if cross_check:
-        with warnings.catch_warnings():  # its checks are kept in the CrossCheck instead
-            warnings.simplefilter("ignore", UserWarning)
-            ev = evidence(key_fwd, model, progress_bar=progress_bar, **hais_kwargs)
-        x = np.asarray(draws, dtype=float)
-        x = x[None] if x.ndim == 2 else x
-        post = x[:, x.shape[1] // 2 :].reshape(-1, x.shape[-1])
-        pick = np.linspace(0, len(post) - 1, min(int(num_reverse), len(post))).astype(int)
-        upper, upper_se, used, _ = reverse_anneal(
-            key_rev, ev.target, ev.results[0].betas, post[pick], progress_bar=progress_bar
-        )
-        cc = CrossCheck(ev.log_z, ev.log_z_se, upper, upper_se, tuple(ev.checks),
-                        int(ev.gradients + used))  # fmt: skip
-        checks = checks + cross_checks(result.log_z, result.log_z_se, cc)
-        result = dataclasses.replace(result, cross_check=cc, checks=checks)
-    diagnostics.warn(checks, "log evidence (bridge sampling)")
-    if getattr(model, "improper", ()):
-        warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
-    return result

@@ -25,7 +25,7 @@ from .. import diagnostics, estimators
 from ..mcmc import fast_random
 from ..precision import float64
 from ..result import AISResult, AnnealingTrace
-from .rbm import RBM, _add, _check_binary
+from .rbm import RBM, add_bias, check_binary
 
 
 def seed_002_schedule(num_steps: int = 14_500) -> np.ndarray:
@@ -85,8 +85,8 @@ def _anneal(rng_key, model_a, model_b, v0, betas):
 
     def pre(v):
         return (
-            _add(v @ model_a.weights, model_a.hidden_bias),
-            _add(v @ model_b.weights, model_b.hidden_bias),
+            add_bias(v @ model_a.weights, model_a.hidden_bias),
+            add_bias(v @ model_b.weights, model_b.hidden_bias),
         )
 
     def temperature(carry, xs):
@@ -99,9 +99,8 @@ def _anneal(rng_key, model_a, model_b, v0, betas):
         # block Gibbs at beta: both hidden layers given v, then v given both ([SM08] eq. 15-17)
         ha = _bernoulli(key, jax.nn.sigmoid((1 - beta) * a), 1)
         hb = _bernoulli(key, jax.nn.sigmoid(beta * b), 2)
-        field = (1 - beta) * _add(ha @ model_a.weights.T, model_a.visible_bias) + beta * _add(
-            hb @ model_b.weights.T, model_b.visible_bias
-        )
+        field = (1 - beta) * add_bias(ha @ model_a.weights.T, model_a.visible_bias)
+        field = field + beta * add_bias(hb @ model_b.weights.T, model_b.visible_bias)
         v = _bernoulli(key, jax.nn.sigmoid(field), 3)
         return (v, lw), None
 
@@ -128,7 +127,7 @@ def _binned(betas, num_bins):
     return padded[starts[:, None] + np.arange(k + 1)]
 
 
-def _result(lw, v, ess, log_z, betas, binned, log_z_a, settings, wall):
+def make_result(lw, v, ess, log_z, betas, binned, log_z_a, settings, wall):
     trace = AnnealingTrace(
         beta=binned[:, -1],
         acceptance_rate=np.ones(binned.shape[0]),
@@ -149,7 +148,7 @@ def _result(lw, v, ess, log_z, betas, binned, log_z_a, settings, wall):
     return result
 
 
-def _prepare(rng_key, num_particles, num_steps, schedule, num_bins):
+def prepare_run(rng_key, num_particles, num_steps, schedule, num_bins):
     """Validated sizes, the schedule and its bins, and the keys of the start and the run."""
     for name, value in (("num_particles", num_particles), ("num_steps", num_steps)):
         if isinstance(value, bool) or int(value) != value or value < 1:
@@ -159,7 +158,7 @@ def _prepare(rng_key, num_particles, num_steps, schedule, num_bins):
     return (betas, binned, *jax.random.split(rng_key))
 
 
-def _independent(rng_key, bias, num):
+def independent_draws(rng_key, bias, num):
     """Exact draws of independent binary units with logits ``bias``: (num, units)."""
     p = jax.nn.sigmoid(jnp.asarray(bias))
     u = jax.random.uniform(rng_key, (int(num), p.size), dtype=p.dtype)
@@ -247,10 +246,11 @@ def _run(rng_key, model_a, model_b, log_z_a, num_particles, num_steps, schedule,
     log Z_B − (log Z_A − ``log_z_a``) (the known log Z_A goes in ``log_z_a``)."""
     start_offset, end_offset = _path_offset(model_a, model_b)
     log_z_a = log_z_a + start_offset - end_offset
-    betas, binned, key_start, key_run = _prepare(rng_key, num_particles, num_steps, schedule, bins)
+    betas, binned, key_start, key_run = prepare_run(rng_key, num_particles, num_steps, schedule,
+                                                    bins)  # fmt: skip
     start = time.perf_counter()
     if model_a.num_hidden == 0:  # independent visible units: exact draws
-        v0 = _independent(key_start, model_a.visible_bias, num_particles)
+        v0 = independent_draws(key_start, model_a.visible_bias, num_particles)
     else:
         k1, k2 = jax.random.split(key_start)
         v0 = jax.random.bernoulli(k1, 0.5, (int(num_particles), model_a.num_visible))
@@ -265,7 +265,7 @@ def _run(rng_key, model_a, model_b, log_z_a, num_particles, num_steps, schedule,
         remedy="more temperatures (num_steps), more particles, or a start closer to the model "
         "(base=ph.energy.base_rate(training data))",
     )  # fmt: skip
-    return _result(lw, v, ess, log_z, betas, binned, log_z_a, settings,
+    return make_result(lw, v, ess, log_z, betas, binned, log_z_a, settings,
                    time.perf_counter() - start)  # fmt: skip
 
 
@@ -295,10 +295,10 @@ def dbn_lower_bound(rng_key, bottom: RBM, top: RBM, data, log_z_top, *, num_samp
             f"the top RBM has {top.num_visible} visible units, the bottom {bottom.num_hidden} "
             "hidden units: they must be the same layer"
         )
-    x = jnp.asarray(_check_binary(data, bottom.num_visible))
-    q = jax.nn.sigmoid(_add(x @ bottom.weights, bottom.hidden_bias))  # (N, H1)
+    x = jnp.asarray(check_binary(data, bottom.num_visible))
+    q = jax.nn.sigmoid(add_bias(x @ bottom.weights, bottom.hidden_bias))  # (N, H1)
     h = jax.random.bernoulli(rng_key, q[None], (int(num_samples),) + q.shape).astype(x.dtype)
-    a = _add(h @ bottom.weights.T, bottom.visible_bias)  # (M, N, V): p(v = 1 | h1) = σ(a)
+    a = add_bias(h @ bottom.weights.T, bottom.visible_bias)  # (M, N, V): p(v = 1 | h1) = σ(a)
     log_p_v = jnp.sum(x[None] * a - jax.nn.softplus(a), axis=-1)
     log_p_h = top.unnormalized_log_prob(h)
     entropy = -jnp.sum(

@@ -23,8 +23,8 @@ from .. import estimators
 from ..mcmc import fast_random
 from ..precision import float64
 from ..result import AISResult
-from .ais import _independent, _prepare, _result
-from .rbm import _METRIC_RIDGE, _add, _check_binary
+from .ais import independent_draws, make_result, prepare_run
+from .rbm import METRIC_RIDGE, add_bias, check_binary
 
 # ---------------------------------------------------------------------------------------------
 # fully visible Boltzmann machines (Ising models): AIS with Gibbs sweeps, learning by MPF
@@ -132,11 +132,11 @@ def ising_log_partition(
     rng_key = fast_random.check_key(rng_key)
     if not isinstance(model, Ising):
         raise TypeError(f"model must be a ph.energy.Ising, got {type(model).__name__}")
-    betas, binned, key_start, key_run = _prepare(
+    betas, binned, key_start, key_run = prepare_run(
         rng_key, num_particles, num_steps, schedule, num_bins
     )
     start = time.perf_counter()
-    x0 = _independent(key_start, model.fields, num_particles)
+    x0 = independent_draws(key_start, model.fields, num_particles)
     lw, x, ess, log_z = jax.block_until_ready(
         _ising_anneal(key_run, model, x0, jnp.asarray(binned))
     )
@@ -147,7 +147,7 @@ def ising_log_partition(
         gradients_per_particle=0,
         remedy="more temperatures (num_steps) or more particles",
     )  # fmt: skip
-    return _result(lw, x, ess, log_z, betas, binned, log_z0, settings,
+    return make_result(lw, x, ess, log_z, betas, binned, log_z0, settings,
                    time.perf_counter() - start)  # fmt: skip
 
 
@@ -171,20 +171,20 @@ def fit_mpf(data, *, l2: float = 0.0, natural_gradient: bool = False) -> Ising:
     the RBM fitters' ridge 0.1), so BFGS's first steps are natural-gradient steps."""
     from jax.scipy.optimize import minimize
 
-    x = jnp.asarray(_check_binary(data))
+    x = jnp.asarray(check_binary(data))
     d = x.shape[1]
     sign = 1.0 - 2.0 * x  # +1 where a bit flips 0 → 1
 
     def objective(theta):
         j, h = _ising_from_params(theta, d)
-        delta = sign * _add(x @ j, h)  # log p*(flipped) − log p*(x), per unit
+        delta = sign * add_bias(x @ j, h)  # log p*(flipped) − log p*(x), per unit
         return jnp.mean(jnp.sum(jnp.exp(0.5 * delta), axis=1)) + l2 * jnp.sum(j * j)
 
     scale = jnp.ones(d * (d - 1) // 2 + d)
     if natural_gradient:
         iu = np.triu_indices(d, 1)
         g = jnp.concatenate([jnp.mean(x[:, iu[0]] * x[:, iu[1]], axis=0), jnp.mean(x, axis=0)])
-        scale = jnp.sqrt(g / jnp.mean(g) + _METRIC_RIDGE)
+        scale = jnp.sqrt(g / jnp.mean(g) + METRIC_RIDGE)
     res = jax.jit(
         lambda t: minimize(lambda phi: objective(phi / scale), t, method="BFGS",
                            options=dict(maxiter=1000))  # fmt: skip
@@ -199,7 +199,7 @@ def fit_ising_ml(data) -> Ising:
     all 2^D states, D ≤ 16): the reference MPF is compared against."""
     from jax.scipy.optimize import minimize
 
-    x = jnp.asarray(_check_binary(data))
+    x = jnp.asarray(check_binary(data))
     d = x.shape[1]
     if d > 16:
         raise ValueError(f"exact maximum likelihood enumerates 2^{d} states: at most 16 units")

@@ -24,7 +24,7 @@ from ..mcmc import fast_random
 from ..precision import float64
 
 
-def _add(x, bias):
+def add_bias(x, bias):
     """x + bias over x's last axis, without implicit rank promotion."""
     return x + jnp.reshape(bias, (1,) * (jnp.ndim(x) - 1) + (-1,))
 
@@ -74,7 +74,7 @@ class RBM:
         """F(v) = −bᵀv − Σ_j softplus(c_j + (vᵀW)_j), for v of shape (..., visible)."""
         v = jnp.asarray(v, dtype=jnp.result_type(float))
         return -(v @ self.visible_bias) - jnp.sum(
-            jax.nn.softplus(_add(v @ self.weights, self.hidden_bias)), axis=-1
+            jax.nn.softplus(add_bias(v @ self.weights, self.hidden_bias)), axis=-1
         )
 
     def unnormalized_log_prob(self, v):
@@ -83,12 +83,12 @@ class RBM:
 
     def sample_hidden(self, rng_key, v):
         """h ~ p(h | v), for v of shape (..., visible)."""
-        p = jax.nn.sigmoid(_add(jnp.asarray(v, float) @ self.weights, self.hidden_bias))
+        p = jax.nn.sigmoid(add_bias(jnp.asarray(v, float) @ self.weights, self.hidden_bias))
         return (jax.random.uniform(rng_key, p.shape) < p).astype(p.dtype)
 
     def sample_visible(self, rng_key, h):
         """v ~ p(v | h), for h of shape (..., hidden)."""
-        p = jax.nn.sigmoid(_add(jnp.asarray(h, float) @ self.weights.T, self.visible_bias))
+        p = jax.nn.sigmoid(add_bias(jnp.asarray(h, float) @ self.weights.T, self.visible_bias))
         return (jax.random.uniform(rng_key, p.shape) < p).astype(p.dtype)
 
     def gibbs(self, rng_key, v, num_steps: int = 1):
@@ -117,7 +117,7 @@ def _unchecked_rbm(w, b, c):
     return m
 
 
-def _check_binary(data, num_visible=None) -> np.ndarray:
+def check_binary(data, num_visible=None) -> np.ndarray:
     x = np.asarray(data, dtype=float)
     if x.ndim != 2:
         raise ValueError(f"data must be a (cases, visible) array of 0/1, got shape {x.shape}")
@@ -133,7 +133,7 @@ def base_rate(data, smoothing: float = 1.0) -> RBM:
     """Seed 002's base-rate model: independent visible units whose biases match the data's
     marginals, smoothed by ``smoothing`` pseudo-counts per state (no 0 or 1 probabilities).
     An RBM without hidden units, so exactly normalized: log Z = Σ_i softplus(b_i)."""
-    x = _check_binary(data)
+    x = check_binary(data)
     p = (x.sum(0) + smoothing) / (x.shape[0] + 2 * smoothing)
     return RBM(np.zeros((x.shape[1], 0)), np.log(p) - np.log1p(-p), np.zeros(0))
 
@@ -143,7 +143,7 @@ def _fit(rng_key, data, num_hidden, *, num_epochs, batch_size, init_scale, updat
     weights N(0, init_scale²), then for each epoch a fresh shuffle into minibatches and
     ``(model, extra) = update((model, extra), v, key)`` per minibatch; one compiled scan."""
     rng_key = fast_random.check_key(rng_key)
-    x = _check_binary(data)
+    x = check_binary(data)
     n, num_visible = x.shape
     batch_size = min(int(batch_size), n)
     num_batches = n // batch_size
@@ -173,7 +173,7 @@ def _fit(rng_key, data, num_hidden, *, num_epochs, batch_size, init_scale, updat
 
 
 _METRIC_DECAY = 0.95  # running average of the metric over minibatches
-_METRIC_RIDGE = 0.1  # G / mean(G) + this: the chapter's regularization (§4.2.6); 0.01 diverged
+METRIC_RIDGE = 0.1  # G / mean(G) + this: the chapter's regularization (§4.2.6); 0.01 diverged
 # (MPF with momentum 0.9 on the digits: rare units took 100× steps)
 
 
@@ -181,7 +181,7 @@ def _energy_metric(model, v):
     """The diagonal of the "energy approximation" metric (Sohl-Dickstein 2012, eqs. 4.33–4.34):
     the mean over the rows of ``v`` of (∂F(v)/∂θ)² for the free energy F, per parameter, as an
     RBM (∂F/∂W = −v σ(a)ᵀ, ∂F/∂b = −v, ∂F/∂c = −σ(a))."""
-    p = jax.nn.sigmoid(_add(v @ model.weights, model.hidden_bias))
+    p = jax.nn.sigmoid(add_bias(v @ model.weights, model.hidden_bias))
     m = v.shape[0]
     return _unchecked_rbm((v * v).T @ (p * p) / m, jnp.mean(v * v, 0), jnp.mean(p * p, 0))
 
@@ -194,7 +194,7 @@ def _natural(grads, metric, model, v):
     metric = jax.tree.map(lambda a, b: _METRIC_DECAY * a + (1 - _METRIC_DECAY) * b, metric, new)
     leaves = jax.tree.leaves(metric)
     mean = sum(jnp.sum(x) for x in leaves) / sum(x.size for x in leaves)
-    grads = jax.tree.map(lambda g, gm: g / (gm / mean + _METRIC_RIDGE), grads, metric)
+    grads = jax.tree.map(lambda g, gm: g / (gm / mean + METRIC_RIDGE), grads, metric)
     return grads, metric
 
 
@@ -222,13 +222,13 @@ def fit_cd(
     def update(carry, v0, key):
         model, metric = carry
         k1, k2 = jax.random.split(key)
-        p0 = jax.nn.sigmoid(_add(v0 @ model.weights, model.hidden_bias))
+        p0 = jax.nn.sigmoid(add_bias(v0 @ model.weights, model.hidden_bias))
         vk = (
             model.gibbs(k1, v0, int(cd_steps))
             if cd_steps > 1
             else model.sample_visible(k1, model.sample_hidden(k2, v0))
         )
-        pk = jax.nn.sigmoid(_add(vk @ model.weights, model.hidden_bias))
+        pk = jax.nn.sigmoid(add_bias(vk @ model.weights, model.hidden_bias))
         m = v0.shape[0]
         grad_w = (v0.T @ p0 - vk.T @ pk) / m - weight_decay * model.weights
         grad_b = jnp.mean(v0 - vk, axis=0)
@@ -251,7 +251,7 @@ def mpf_objective(model: RBM, v):
     moves the hidden pre-activations by ±W_i, so all V flips of a batch cost one
     (batch, V, H) softplus; no partition function, no sampling."""
     sign = 1.0 - 2.0 * v  # +1 where bit i flips 0 → 1
-    a = _add(v @ model.weights, model.hidden_bias)  # (batch, H)
+    a = add_bias(v @ model.weights, model.hidden_bias)  # (batch, H)
     flipped = a[:, None, :] + sign[:, :, None] * model.weights[None, :, :]  # (batch, V, H)
     delta = sign * model.visible_bias[None, :] + jnp.sum(
         jax.nn.softplus(flipped) - jax.nn.softplus(a)[:, None, :], axis=-1
@@ -320,7 +320,7 @@ def log_partition_exact(model: RBM) -> float:
 
 def mean_log_prob(model: RBM, data, log_z) -> float:
     """Average log p(v) over ``data`` (cases × visible, binary) given log Z (in float64)."""
-    x = _check_binary(data, model.num_visible)
+    x = check_binary(data, model.num_visible)
     field = x @ model.weights + model.hidden_bias
     return float(np.mean(x @ model.visible_bias + np.logaddexp(0.0, field).sum(1)) - log_z)
 

@@ -2,14 +2,14 @@
 
 On CPU the momentum refresh, not the gradient, dominates a cheap annealing step when it uses
 ``jax.random.normal``: threefry bits and a float64 inverse error function cost several times
-one ``vmap(value_and_grad)`` of a 36-D density (see ``docs/rng.md``). These draws use the same
+one ``vmap(value_and_grad)`` of a 36-D density. These draws use the same
 vetted generator, Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as
 easy as 1, 2, 3", SC 2011; JAX's default), as a counter-based generator: the words are
 those of the Threefry blocks of (counter, salt) under the key's two 32-bit words, and a
 particle's key at a step is the block of (particle index, step). The rounds are written out,
 so XLA fuses them into the step's loop instead of running a loop of its own. A sign bit and
 23 magnitude bits map through a float32 inverse error function (Giles' polynomials written
-out: XLA's own CPU erf_inv is slower, docs/rng.md).
+out: XLA's own CPU erf_inv is slower).
 
 Properties (tested in ``tests/test_random.py``): the blocks are bitwise those of
 ``jax.extend.random.threefry_2x32`` and Random123's known answers; a fixed key gives identical
@@ -74,7 +74,7 @@ def threefry2x32(k0, k1, x0, x1):
     Under JAX the rounds go through ``jit``: a program that draws at several places (the bias
     check's MCMC: 11) reuses their traced form instead of tracing 20 rounds at each, and the
     next program does too. XLA inlines the call, so the compiled program is the same; the
-    MCMC's tracing took 0.53 → 0.37 s (2-D banana, 128 chains, 2 cores; stop 60)."""
+    MCMC's tracing took 0.53 → 0.37 s (2-D banana, 128 chains, 2 cores)."""
     if all(isinstance(a, int | np.ndarray | np.generic) for a in (k0, k1, x0, x1)):
         return _rounds(np, k0, k1, x0, x1)
     return _rounds_jit(k0, k1, x0, x1)
@@ -117,7 +117,7 @@ def bits(key, shape, salt: int = 0):
     j = jnp.arange(size, dtype=jnp.uint32)
     # every word computes its block (j mod half) and keeps one of its two words: a select,
     # which XLA fuses; concatenating the two halves of ⌈n/2⌉ blocks instead broke the fusion
-    # and was 2.6x slower per draw (scratch timing, stop 55)
+    # and was 2.6x slower per draw (timed on 2 cores)
     first, second = threefry2x32(k0, k1, j % jnp.uint32(half), jnp.uint32(_SALTED + int(salt)))
     return jnp.where(j < jnp.uint32(half), first, second).reshape(shape)
 
@@ -215,7 +215,7 @@ def fold_in(key, data):
 
 # -- keys derived on the host ------------------------------------------------------------------
 # jax.random.split and fold_in called outside jit compile a program per shape the first time a
-# process calls them (0.05-0.15 s each on 2 cores; docs/first_call_before.md). Under JAX's
+# process calls them (0.05-0.15 s each on 2 cores). Under JAX's
 # partitionable Threefry (its default) split(key, n)[i] and
 # fold_in(key, i) are the Threefry block of (0, i) under the key's words, so NumPy computes
 # them bitwise, and wrapping words as a key compiles nothing.

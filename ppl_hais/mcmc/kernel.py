@@ -71,7 +71,7 @@ class ReducedFlipInfo(NamedTuple):
     is_divergent: Any  # first proposal non-finite or with energy error beyond ~745
 
 
-def _potential_fn(logdensity_fn):
+def potential_fn_of(logdensity_fn):
     def potential(x):
         logp, grad = jax.value_and_grad(logdensity_fn)(x)
         return Potential(logp, 0.0, grad, 0.0)
@@ -194,7 +194,7 @@ def build_kernel(
             state.position,
             state.momentum,
             Potential(state.logdensity, 0.0, state.logdensity_grad, 0.0),
-            _potential_fn(logdensity_fn),
+            potential_fn_of(logdensity_fn),
             1.0,
             step_size,
             num_steps=num_steps,

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 from ..progress import pace
 from ..target import Potential
 from . import fast_random, lookahead
-from .kernel import ReducedFlipState, _potential_fn, complete, prepare
+from .kernel import ReducedFlipState, complete, potential_fn_of, prepare
 
 __all__ = ["Lane", "lane", "micro_step", "run_phase", "run_phases"]
 
@@ -73,7 +73,7 @@ def micro_step(lane, active, key, step_size, refresh, inverse_mass, *, logdensit
     pick = partial(jax.tree.map, lambda a, b: jnp.where(idle, a, b))
     state, tr = pick(prepared, lane.state), pick(fresh, lane.moving)
     tr = lookahead.advance(
-        tr, _potential_fn(logdensity_fn), 1.0, step_size, num_steps=num_leapfrog,
+        tr, potential_fn_of(logdensity_fn), 1.0, step_size, num_steps=num_leapfrog,
         lookahead=num_lookahead, flips=flips, inverse_mass=inverse_mass,
     )  # fmt: skip
     new_state, info = complete(state, *lookahead.finish(tr, num_steps=num_leapfrog),
@@ -113,7 +113,7 @@ def run_phase(lanes, extra, total, keys, params, settle, run_id, offset, **kw):
 def run_phases(lanes, extra, totals, keys, params, settle, switch, run_id, **kw):
     """Two phases of :func:`run_phase` (warmup, then sampling) in one loop, so that the
     compiled program holds the transition, and the log density's gradient, once (a loop per
-    phase compiled about 1.2x as long: ``benchmarks/mcmc_compile.py``).
+    phase compiled about 1.2x as long: timed in fresh processes).
 
     ``totals``: phase 0's and phase 1's; ``keys``: theirs stacked, (2, chains);
     ``params(phase, extra, lanes)`` and ``settle(phase, extra, lanes, done, info)`` as in
