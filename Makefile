@@ -48,31 +48,29 @@ test-oldest: $(STAMP_OLDEST)
 test-slow: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m slow
 
+# every benchmark, each rewriting its page of the site's benchmark section (hours on 2 cores)
 bench: $(STAMP)
 	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/convergence.py --out docs
-	$(PY) benchmarks/speed.py --out docs/speed.md
-	$(PY) benchmarks/rng.py --out docs/rng.md
-	$(PY) benchmarks/schedules.py --out docs/schedules.md
-	$(PY) benchmarks/groups.py --out docs/groups.md
-	$(PY) benchmarks/evidence_peers.py --out docs/evidence_peers.md
-	$(PY) benchmarks/pymc_vs_smc.py --out docs/pymc_vs_smc.md
-	$(PY) benchmarks/pymc_vs_smc.py --seeds 20 --only funnel --out docs/pymc_vs_smc_funnel.md
-	$(PY) benchmarks/hais_flips.py --seeds 8
-	$(PY) benchmarks/reduced_flips.py --seeds 3
-	$(PY) benchmarks/exchange_demo.py
 	$(PY) benchmarks/trust.py --seeds 20 --out docs/trust.md
 	$(PY) benchmarks/trust_heldout.py --seeds 10 --out docs/trust_heldout.md
+	$(PY) benchmarks/trust_suite.py --seeds 20 --out docs/trust_suite.md
+	$(PY) benchmarks/calibrate_ladder.py --out docs/calibration.md
 	$(PY) benchmarks/bias_check.py --seeds 10 --out docs/bias_check.md
-	$(PY) benchmarks/escalation.py --seeds 5 --out docs/escalation.md
 	$(PY) benchmarks/ladder.py --seeds 10 --out docs/ladder.md
+	$(PY) benchmarks/evidence_peers.py --out docs/evidence_peers.md
+	$(PY) benchmarks/pymc_vs_smc.py --out docs/pymc_vs_smc.md
 	$(PY) benchmarks/bridge.py --seeds 20 --hais-seeds 5 --out docs/bridge.md
+	$(PY) benchmarks/switchpoint.py --seeds 3 --out docs/switchpoint.md
+	$(PY) benchmarks/schedules.py --out docs/schedules.md
 	$(PY) benchmarks/natural_gradient.py --seeds 5 --out docs/natural_gradient.md
 	$(PY) benchmarks/refinement.py --seeds 3 --out docs/refinement.md
+	$(PY) benchmarks/speed.py --out docs/speed.md
 	$(PY) benchmarks/first_call.py --out docs/first_call.md
-	$(PY) benchmarks/numpyro_compile.py --out docs/numpyro_compile.md
+	$(PY) benchmarks/chains.py --out docs/chains.md
+	$(PY) benchmarks/reduced_flips.py --seeds 3
+	$(PY) benchmarks/exchange_demo.py
 	$(PY) benchmarks/rbm_ais.py --out docs/rbm_ais.md
-	$(PY) benchmarks/devices.py --out docs/devices.md
 
 # the documentation site: every page executed, warnings are errors (docs/_build/html/index.html)
 docs: $(STAMP)

@@ -1,4 +1,4 @@
-"""The bias check and the recalibrated checks on the hard models of issue 29, default calls.
+"""The bias check and the recalibrated checks on the trust suite's hard models, default calls.
 
 Every model goes through the evidence workflow the adapters call
 (``ppl_hais.evidence.evidence``: initial="auto", 512 particles × 1000 temperatures — fixed,

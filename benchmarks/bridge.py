@@ -1,4 +1,4 @@
-"""Bridge sampling from NUTS draws, against exact evidence, beside HAIS (issue 30).
+"""Bridge sampling from NUTS draws, against exact evidence, beside HAIS.
 
 Every model is a NumPyro model run the way a user runs it: ``MCMC(NUTS(model), num_warmup=1000,
 num_samples=1000, num_chains=4)`` (vectorized chains), then ``phn.bridge_sampling(mcmc, model,

@@ -12,7 +12,7 @@ or read from the persistent cache, from JAX's log), then the median of ``--repea
 (new seeds), the model gradients they spent (everything counted), and both as ratios to C = 1.
 
 Populations: the 5-D vague regression through NumPyro with 512, 2048, 8192 and 4096 particles in
-one process: what each new size compiles (two group sizes serve every population since stop 70).
+one process: what each new size compiles (two group sizes serve every population).
 
 Core: a 36-D Laplace product of experts, 1000 temperatures, one shared pilot, warm calls.
 """

@@ -1,8 +1,8 @@
 """First calls: what a user waits for in a fresh Python process, with and without the persistent
-compilation cache, and whether a new budget compiles anything (issue 33).
+compilation cache, and whether a new budget compiles anything.
 
     python benchmarks/first_call.py [--out docs/first_call.md] [--models regression banana ...]
-    python benchmarks/first_call.py --before ../old-checkout [--out docs/first_call_before.md]
+    python benchmarks/first_call.py --before ../old-checkout [--out FILE]   # an A/B, printed
     python benchmarks/first_call.py --before ../old-checkout --cache off [--out ...]
 
 Each cell is a fresh Python process (imports excluded from the times) that builds one model and
@@ -284,10 +284,8 @@ def compare(args):
     ratios = [firsts[m, a, "after"] / firsts[m, a, "before"] for m in args.models
               for a in ("numpyro", "pymc")]  # fmt: skip
     lines += ["", f"First call after / before: {min(ratios):.2f}–{max(ratios):.2f}."]
-    out = args.out if args.out != "docs/first_call.md" else "docs/first_call_before.md"
-    with open(out, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    # an A/B of two checkouts is a measurement for a change, not a page of the site
+    _machine.report(args.out if args.out != "docs/first_call.md" else None, lines)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The convergence ladder against the fixed 1000 temperatures, on the hard models of issue 29.
+"""The convergence ladder against the fixed 1000 temperatures, on the trust suite's hard models.
 
 Every model goes through the evidence workflow the adapters call
 (``ppl_hais.evidence.evidence``, initial="auto", 512 particles, ``bias_check="auto"``), twice

@@ -1,4 +1,4 @@
-"""Natural-gradient variational starts (issue 31 item 1): what the fit costs, what it saves.
+"""Natural-gradient variational starts: what the fit costs, what it saves.
 
 Part 1, the fit: ``ph.vi.fit_vi`` by the natural gradient against plain reparameterization
 gradients with Adam (learning rate 0.05), same objective, same draws, from N(0, I): ELBO

@@ -1,4 +1,4 @@
-"""Iterative refinement of the approximate posterior (Hjelm et al. 2016; issue 31 item 2).
+"""Iterative refinement of the approximate posterior (Hjelm et al. 2016).
 
 Part 1, training: one-layer sigmoid belief networks on scikit-learn's 8×8 digits binarized at
 8 (1500 training, 297 test images, the split of the RBM reports), trained by reweighted

@@ -355,7 +355,7 @@ def write(args, rows, cmp):
     easy = [r for r in rows if r["easy"]]
     lines += [
         "",
-        "† not an easy model. Goals (issue 14): (i) no silent miss; (ii) among runs without a "
+        "† not an easy model. Goals: (i) no silent miss; (ii) among runs without a "
         "warning ±2 SE covers ≥ 90%; (iii) warnings on < 10% of the easy models' runs.",
         "",
         f"- silent misses, all models: {sum(r['silent'] for r in rows)} of "

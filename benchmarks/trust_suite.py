@@ -1,4 +1,4 @@
-"""Issue 29's trust suite: eight hard-but-ordinary models through both adapters' default calls.
+"""The trust suite: eight hard-but-ordinary models through both adapters' default calls.
 
 Models (each written the way a NumPyro or a PyMC user writes it, exact log evidence in closed form,
 by enumeration or by quadrature): Neal's funnel from N(0, I) (a potential on a N(0, I) prior), a
@@ -16,27 +16,24 @@ Two modes:
   4000 and 16,000 temperatures (independent runs, ``bias_check=True``;
   a rung is run only while the previous one gave a reason to look further, as the ladder
   would), each with its estimate, SE, k̂, largest weight, ESS, lag, outside fraction, bias
-  gap, gradients and time. ``python benchmarks/decision.py FILE`` replays the ladder under a
-  rule on them.
+  gap, gradients and time. ``python benchmarks/calibrate_ladder.py FILE`` replays the ladder's
+  rule on them (docs/calibration.md).
 * default: the default calls (``phn.HAIS(model).run(key, ...)``,
   ``php.sample_hais(random_seed=...)``), per model the error, SE, bias gap, warnings, false
   alarms, silent misses, whether the stated shortfall covers the error, gradients and time,
   written to ``--out`` (docs/trust_suite.md). ``--adapters blackjax,blackjax-long`` runs
-  BlackJAX's adaptive tempered SMC on the same log prior and likelihood instead
-  (docs/trust_suite_blackjax.md; ``suite_ratios.py`` sets the two side by side).
+  BlackJAX's adaptive tempered SMC on the same log prior and likelihood instead.
 
 ``--models heldout`` runs ``benchmarks/trust_heldout.py``'s eleven targets (Gaussians, Cauchy,
-Student-t, funnels, a Laplace; no threshold was chosen on them) through the same default calls
-(docs/trust_suite_heldout_models.md); ``--models ppl`` six two-parameter models written with
-each PPL's own distributions (a Bayesian lasso, Poisson and near-separable logistic regressions,
-Student-t and Cauchy location-scale models, a label-switching mixture), exact by quadrature
-(docs/trust_suite_heldout_ppl.md).
+Student-t, funnels, a Laplace; no threshold was chosen on them) through the same default calls;
+``--models ppl`` six two-parameter models written with each PPL's own distributions (a Bayesian
+lasso, Poisson and near-separable logistic regressions, Student-t and Cauchy location-scale
+models, a label-switching mixture), exact by quadrature. ``make bench`` writes the default
+suite's page:
 
     python benchmarks/trust_suite.py --seeds 20 --out docs/trust_suite.md
-    python benchmarks/trust_suite.py --models heldout --seeds 10 --first-seed 100 \
-        --out docs/trust_suite_heldout_models.md --runs docs/trust_suite_heldout_models_runs.json
-    python benchmarks/trust_suite.py --models ppl --seeds 10 --first-seed 200 \
-        --out docs/trust_suite_heldout_ppl.md --runs docs/trust_suite_heldout_ppl_runs.json
+    python benchmarks/trust_suite.py --models heldout --seeds 10 --first-seed 100
+    python benchmarks/trust_suite.py --models ppl --seeds 10 --first-seed 200
 """
 
 from __future__ import annotations
@@ -647,9 +644,9 @@ def write(args, rows):
         + ", bias_check='auto')"
     )
     lines = [
-        {"suite": "# Issue 29's trust suite: hard-but-ordinary models",
-         "heldout": "# Issue 29's trust suite on held-out models (benchmarks/trust_heldout.py's)",
-         "ppl": "# Issue 29's trust suite on held-out two-parameter models in each PPL's terms",
+        {"suite": "# The trust suite: hard-but-ordinary models",
+         "heldout": "# The trust suite on held-out models (benchmarks/trust_heldout.py's)",
+         "ppl": "# The trust suite on held-out two-parameter models in each PPL's terms",
          }[args.models]
         + (", BlackJAX's adaptive tempered SMC" if smc
            else f" through both adapters at num_steps={args.num_steps}" if args.num_steps
@@ -668,8 +665,7 @@ def write(args, rows):
         "*bridged · forward right*: the runs whose estimate is the bridge of the last rung's "
         "forward anneal and its bias check's reverse anneal (Bennett's acceptance ratio, "
         "`Evidence.bridged`: a last rung that still fails a check and whose bias check ran), "
-        "and the runs whose last rung's forward estimate alone is within 0.1 nat (the estimate "
-        "before stop 51); "
+        "and the runs whose last rung's forward estimate alone is within 0.1 nat; "
         "*starts*: the start each call's `initial='auto'` chose (ppl_hais.starts: "
         "`laplace_t`, Student-t marginals along the Laplace axes with the tails read there); "
         "*gradients*: mean per call, everything counted; *time*: median of the calls after the "
