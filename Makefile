@@ -16,6 +16,9 @@ VENV_OLDEST := .venv-oldest
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STAMP_OLDEST := $(VENV_OLDEST)/.installed
+# setuptools warns on every editable install whose package-dir maps a folder (adapters/ is
+# installed as ppl_hais.adapters): information for packagers, noise for someone running make
+QUIET_BUILD := PYTHONWARNINGS="ignore:Editable installation"
 
 .PHONY: demo test test-slow test-oldest lint docs bench clean
 
@@ -24,7 +27,7 @@ $(STAMP): pyproject.toml
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[numpyro,pymc,test]"
+	$(QUIET_BUILD) $(PY) -m pip install -q -e ".[numpyro,pymc,test]"
 	$(PY) -c "import sys, jax, pymc, arviz; print('stack: Python', sys.version.split()[0], 'jax', jax.__version__, 'pymc', pymc.__version__, 'arviz', arviz.__version__)"
 	touch $(STAMP)
 
@@ -33,7 +36,7 @@ $(STAMP_OLDEST): pyproject.toml .ci/oldest.txt
 	rm -rf $(VENV_OLDEST)
 	$(PYTHON_OLDEST) -m venv $(VENV_OLDEST)
 	$(VENV_OLDEST)/bin/python -m pip install -q --upgrade pip
-	$(VENV_OLDEST)/bin/python -m pip install -q -c .ci/oldest.txt -e ".[numpyro,pymc,test]"
+	$(QUIET_BUILD) $(VENV_OLDEST)/bin/python -m pip install -q -c .ci/oldest.txt -e ".[numpyro,pymc,test]"
 	touch $(STAMP_OLDEST)
 
 demo: $(STAMP)
@@ -50,7 +53,7 @@ test-slow: $(STAMP)
 
 # every benchmark, each rewriting its page of the site's benchmark section (hours on 2 cores)
 bench: $(STAMP)
-	$(PY) -m pip install -q -e ".[bench]"
+	$(QUIET_BUILD) $(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/convergence.py --out docs
 	$(PY) benchmarks/trust.py --seeds 20 --out docs/trust.md
 	$(PY) benchmarks/trust_heldout.py --seeds 10 --out docs/trust_heldout.md
@@ -74,7 +77,7 @@ bench: $(STAMP)
 
 # the documentation site: every page executed, warnings are errors (docs/_build/html/index.html)
 docs: $(STAMP)
-	$(PY) -m pip install -q -e ".[docs]"
+	$(QUIET_BUILD) $(PY) -m pip install -q -e ".[docs]"
 	$(PY) -m sphinx -b html -W --keep-going -q docs docs/_build/html
 	@echo "site: docs/_build/html/index.html"
 

@@ -10,7 +10,7 @@ from scipy.special import logsumexp
 
 from .diagnostics import pool, warn
 
-__all__ = ["compare_evidence", "evidence_of"]
+__all__ = ["EvidenceTable", "compare_evidence", "evidence_of"]
 
 
 def _last_finite(values) -> float:
@@ -19,9 +19,28 @@ def _last_finite(values) -> float:
     return float(a[-1]) if a.size else float("nan")
 
 
+DRAWS_ONLY = (
+    "holds posterior draws but no evidence (what pm.sample or NUTS returns): turn the draws "
+    "into evidence by bridge sampling and pass its result instead — through PyMC "
+    "`php.bridge_sampling(idata, model)` (inside `with model:` the model may be left out), "
+    "through NumPyro `phn.bridge_sampling(mcmc, model, *args)` — or estimate it by annealing "
+    "with `php.sample_hais()` / `phn.HAIS(model)`"
+)
+
+
 def _from_idata(idata):
     """(log evidence, SE, warned) from ppl_hais's or pm.sample_smc's InferenceData."""
+    if "sample_stats" not in idata:
+        raise ValueError(f"this InferenceData has no sample_stats group: it {DRAWS_ONLY}")
     ss = idata["sample_stats"]
+    if "log_marginal_likelihood" not in ss and "log_evidence" not in ss:
+        raise ValueError(f"this InferenceData {DRAWS_ONLY}")
+    if "log_evidence" in ss:  # the evidence workflow's own pooled estimate and its checks
+        gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
+        return (float(ss["log_evidence"].values), float(ss["log_evidence_se"].values),
+                bool(ss.attrs.get("evidence_checks")), gap,
+                float(ss.attrs.get("shortfall", float("nan"))),
+                float(ss.attrs.get("excess", float("nan"))))  # fmt: skip
     lml = np.asarray(ss["log_marginal_likelihood"].values)
     if lml.dtype == object:
         # pm.sample_smc: per chain its stages' values (NaN until β = 1), as (chain, stage)
@@ -37,10 +56,6 @@ def _from_idata(idata):
     gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
     short = float(ss.attrs.get("shortfall", float("nan")))
     up = float(ss.attrs.get("excess", float("nan")))
-    if "log_evidence" in ss:  # the evidence workflow's own pooled estimate and its checks
-        warned = bool(ss.attrs.get("evidence_checks"))
-        return (float(ss["log_evidence"].values), float(ss["log_evidence_se"].values), warned,
-                gap, short, up)  # fmt: skip
     if "log_marginal_likelihood_se" in ss:
         se = np.asarray(ss["log_marginal_likelihood_se"].values, float)
         est, var = pool(lml, se)
@@ -73,11 +88,33 @@ def _estimate(obj):
     if hasattr(obj, "log_z") and hasattr(obj, "log_z_se"):
         warned = bool(getattr(obj, "warning", False))
         return float(obj.log_z), float(obj.log_z_se), warned, gap, short, up
-    if hasattr(obj, "sample_stats") or (hasattr(obj, "children") and "sample_stats" in obj):
-        return _from_idata(obj)
+    if hasattr(obj, "sample_stats") or hasattr(obj, "posterior") or hasattr(obj, "children"):
+        return _from_idata(obj)  # InferenceData (ArviZ 0.x) or DataTree (1.x)
     if isinstance(obj, tuple) and len(obj) == 2:
         return float(obj[0]), float(obj[1]), False, nan, nan, nan
-    raise TypeError(f"cannot read a log evidence from {type(obj).__name__}")
+    if callable(getattr(obj, "get_samples", None)):  # numpyro.infer.MCMC
+        raise ValueError(f"a {type(obj).__name__} {DRAWS_ONLY}")
+    raise TypeError(
+        f"cannot read a log evidence from {type(obj).__name__}: pass an AISResult, a "
+        "phn.HAIS that has run, InferenceData from php.sample_hais or pm.sample_smc, a "
+        "BridgeResult, or a (log_z, se) pair"
+    )
+
+
+class EvidenceTable(pd.DataFrame):
+    """:func:`compare_evidence`'s table: a ``pandas.DataFrame`` that prints every column (in a
+    terminal pandas would fold the columns past its width into ``...``, hiding the Bayes
+    factors and model probabilities); it wraps long rows instead."""
+
+    @property
+    def _constructor(self):
+        return EvidenceTable
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.max_columns", None, "display.expand_frame_repr", True):
+            return super().__repr__()
+
+    __str__ = __repr__
 
 
 def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.DataFrame:
@@ -93,16 +130,17 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
 
     Returns
     -------
-    pandas.DataFrame
-        Sorted best first, like ``arviz.compare``: ``rank``, ``log_evidence``, ``se``,
-        ``d_log_evidence`` (best minus this model), ``dse`` (its SE, the runs being independent),
-        ``bayes_factor`` (evidence of the best model over this one), ``prob`` (posterior model
-        probability), ``warning``, ``gap`` (the bias check's reverse estimate minus the
-        estimate, in nats; NaN where none ran: :mod:`ppl_hais.annealing.bias`),
-        ``shortfall`` (nats the estimate may be too low by its convergence ladder,
-        :func:`ppl_hais.ladder.shortfall`; inf where that cannot be sized, NaN where no
-        ladder ran), ``excess`` (nats it may be too high: its fall without its two largest
-        weights, :func:`ppl_hais.estimators.excess`; NaN where unknown).
+    EvidenceTable
+        A ``pandas.DataFrame`` that prints whole, sorted best first, like ``arviz.compare``:
+        ``rank``, ``log_evidence``, ``se``, ``d_log_evidence`` (best minus this model),
+        ``dse`` (its SE, the runs being independent), ``bayes_factor`` (evidence of the best
+        model over this one), ``prob`` (posterior model probability), ``warning``, ``gap``
+        (the bias check's reverse estimate minus the estimate, in nats; NaN where none ran:
+        :mod:`ppl_hais.annealing.bias`), ``shortfall`` (nats the estimate may be too low by
+        its convergence ladder, :func:`ppl_hais.ladder.shortfall`; inf where that cannot be
+        sized, NaN where no ladder ran), ``excess`` (nats it may be too high: its fall
+        without its two largest weights, :func:`ppl_hais.estimators.excess`; NaN where
+        unknown).
 
     Examples
     --------
@@ -113,7 +151,12 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
     if not models:
         raise ValueError("compare_evidence needs at least one model")
     names = list(models)
-    est = [_estimate(models[n]) for n in names]
+    est = []
+    for n in names:
+        try:
+            est.append(_estimate(models[n]))
+        except (ValueError, TypeError) as err:  # name the entry the user passed
+            raise type(err)(f"model {n!r}: {err}") from None
     log_z = np.array([e[0] for e in est])
     se = np.array([e[1] for e in est])
     warned = np.array([e[2] for e in est], dtype=bool)
@@ -128,7 +171,7 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
     prob = np.exp(log_post - logsumexp(log_post))
     order = np.argsort(-log_z, kind="stable")
     best = order[0]
-    df = pd.DataFrame(
+    df = EvidenceTable(
         {
             "rank": np.arange(len(names)),
             "log_evidence": log_z[order],

@@ -73,14 +73,21 @@ def improper_note(model) -> str:
     )
 
 
-def improper_error(model) -> ValueError:
+def improper_error(model, laplace_failure: str | None = None) -> ValueError:
     """The error for annealing from a prior that cannot be sampled: never guess a start for an
-    improper prior, the user says which (DESIGN.md)."""
+    improper prior, the user says which. ``laplace_failure``: why the Laplace fit failed on
+    this model, when it was tried, so the remedy named first is one that works."""
+    where = f"over the {model.dim} unconstrained coordinates"
+    if laplace_failure is None:
+        remedy = ("pass initial='laplace' (a Gaussian fitted at the posterior mode), "
+                  f"initial='vi' or initial=ph.Gaussian(mean, scale) {where}")  # fmt: skip
+    else:
+        remedy = ("pass initial='vi' (a Gaussian fitted by variational inference) or "
+                  f"initial=ph.Gaussian(mean, scale) {where}; initial='laplace' fails on this "
+                  f"model ({laplace_failure})")  # fmt: skip
     return ValueError(
         f"variable(s) {list(model.improper)} have an improper prior that cannot be "
-        "sampled, so annealing cannot start from the prior: pass initial='laplace' (a "
-        "Gaussian fitted at the posterior mode), initial='vi' or initial=ph.Gaussian(mean, "
-        f"scale) over the {model.dim} unconstrained coordinates."
+        f"sampled, so annealing cannot start from the prior: {remedy}."
     )
 
 

@@ -151,6 +151,10 @@ def _named_candidates(model, initial):
             f"({getattr(model, 'discrete_names', '')}): use initial='prior' (or 'auto')"
         )
     if model.prior is None and initial in ("auto", "prior"):
+        try:  # the remedy the error names first must work here; the fit is kept if it does
+            laplace_target(model)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as err:
+            raise improper_error(model, str(err)) from None
         raise improper_error(model)
     candidates, errors = {}, {}
     if initial in ("auto", "prior"):
@@ -175,8 +179,10 @@ def _named_candidates(model, initial):
         raise ValueError(
             "no initial distribution could be built: "
             + "; ".join(f"{k}: {v}" for k, v in errors.items())
-            + f". Pass initial=ph.Gaussian(mean, scale) over the {model.dim} "
-            "unconstrained coordinates."
+            + ". Pass "
+            + ("initial='vi' (a Gaussian fitted by variational inference, which needs no "
+               "Hessian) or " if "laplace" in errors and "vi" not in errors else "")
+            + f"initial=ph.Gaussian(mean, scale) over the {model.dim} unconstrained coordinates."
         )
     return candidates, errors
 

@@ -28,6 +28,8 @@ from numpyro.distributions.transforms import biject_to
 
 from ppl_hais.structure import split
 
+from .data import check_broadcast
+
 # ---------------------------------------------------------------------------------------------
 # model -> flat densities
 
@@ -121,6 +123,7 @@ def check_sites(tr):
                     "drop them, or mark them missing with obs_mask=~jnp.isnan(y) (the "
                     "evidence is then that of the observed entries)."
                 )
+            check_broadcast(name, site)
             observed.append(name)
             continue
         fn = site["fn"]

@@ -36,6 +36,7 @@ from ppl_hais.precision import float64
 from ppl_hais.structure import compile_once, merge
 from ppl_hais.target import num_draws, sample_shape_of
 
+from .data import check_data
 from .model import (
     Structure,
     centered_sites,
@@ -55,9 +56,8 @@ def _first_trace(model, args, kwargs, key):
     Traced abstractly first (``jax.eval_shape``: the values are shapes, and nothing compiles);
     run eagerly, as NumPyro's own MCMC initialization runs it, where that fails: where a site
     check reads a value the model computes (masked observations, whose mask the adapter
-    applies in the model) or a prior cannot be sampled (an improper one). Run eagerly, every
-    operation of the model compiles a program on first use: 0.3-0.55 s of a small model's
-    first call on 2 cores."""
+    applies in the model) or a prior cannot be sampled (an improper one). Eagerly, each
+    operation compiles a program on first use (0.3-0.55 s of a small model's first call)."""
     box = {}
 
     def abstract(key):
@@ -98,13 +98,13 @@ class NumPyroTarget(SplitDensity):
     A pytree: its leaves are the array arguments of the model (the data), everything else is
     static, so the annealer compiles once per model and data *shapes* (NumPyro's
     ``jit_model_args``); a model that cannot run on traced data (Python control flow on data
-    values) falls back to compiling per data set.
-    """
+    values) falls back to compiling per data set. Its data are checked first (``.data``)."""
 
     def __init__(self, model, model_args=(), model_kwargs=None, rng_key=None):
         args, kwargs = tuple(model_args), dict(model_kwargs or {})
         key = jax.random.key(0) if rng_key is None else rng_key
         tr, sites, unconstrained, flat, unravel = _first_trace(model, args, kwargs, key)
+        check_data(model, args, kwargs, tr)
         shapes = tuple((n, tuple(v.shape)) for n, v in sorted(unconstrained.items()))
         nesting = plate_nesting(tr, sites[4])
         self._st, self._arrays = structure_for(

@@ -115,6 +115,7 @@ class PyMCTarget(SplitDensity):
             bad = int(np.sum(~np.isfinite(np.asarray(data, dtype=float))))
             if bad:
                 raise ValueError(f"observed variable '{name}' has {bad} NaN/inf value(s)")
+        check_inputs(m)
 
     # -- flat vectors
     def unravel(self, z):
@@ -223,23 +224,51 @@ class _HostPrior:
         return self.target.log_prior(z)
 
 
+def _ancestors(outputs):
+    try:
+        from pytensor.graph.traversal import ancestors
+    except ImportError:  # PyTensor before 2.32
+        from pytensor.graph.basic import ancestors
+    return ancestors(outputs)
+
+
+def check_inputs(model):
+    """Refuse data (``pm.Data`` or an array written into the model) with NaN/inf values that
+    enter the observed variables' distributions, a predictor with missing entries: the density
+    is NaN wherever they enter, and no run could weigh its particles."""
+    observed = set(model.observed_RVs)
+    for rv in model.observed_RVs:
+        for var in _ancestors(rv.owner.inputs):
+            value = getattr(var, "data", None)  # a TensorConstant's
+            if value is None and hasattr(var, "get_value"):  # pm.Data, a shared variable
+                value = var.get_value(borrow=True)
+            x = np.asarray(value) if value is not None else None
+            if (x is None or var in observed or not np.issubdtype(x.dtype, np.floating)
+                    or np.all(np.isfinite(x))):  # fmt: skip
+                continue
+            what = f"pm.Data '{var.name}'" if var.name else f"an array of shape {x.shape}"
+            raise ValueError(
+                f"{what} that enters observed variable '{rv.name}' has "
+                f"{int(np.sum(~np.isfinite(x)))} NaN/inf value(s): the model's density is NaN "
+                "wherever they enter, so no run could weigh its particles. Impute them or drop "
+                "the rows that hold them (missing observations, rather than predictors, PyMC "
+                "imputes when observed= holds NaN)."
+            )
+
+
 _LOC_SCALE = ("NormalRV", "StudentTRV", "CauchyRV", "LaplaceRV")  # scale: the last parameter
 
 
 def centered_variables(model) -> list[str]:
     """The free variables of a location-scale family whose scale depends on other free
     variables (a hierarchical prior written centered: a funnel)."""
-    try:
-        from pytensor.graph.traversal import ancestors
-    except ImportError:  # PyTensor before 2.32
-        from pytensor.graph.basic import ancestors
     free = set(model.free_RVs)
     found = []
     for rv in model.free_RVs:
         node = rv.owner
         if type(node.op).__name__ in _LOC_SCALE:
             scale = node.op.dist_params(node)[-1]
-            if any(a in free for a in ancestors([scale])):
+            if any(a in free for a in _ancestors([scale])):
                 found.append(rv.name)
     return found
 

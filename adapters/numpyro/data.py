@@ -1,0 +1,71 @@
+"""The data a NumPyro model is run on, checked before anything compiles: observations that
+broadcast against their distribution, and model arguments with NaN/inf values that are not
+observations. Each refusal names the argument or site, both shapes, and the remedy.
+
+Example
+-------
+>>> import numpy as np, numpyro, numpyro.distributions as dist
+>>> from numpyro import handlers
+>>> from ppl_hais.adapters.numpyro.data import check_data
+>>> def model(x, y=None):
+...     numpyro.sample("y", dist.Normal(x, 1.0), obs=y)
+>>> x, y = np.array([0.0, np.nan]), np.zeros(2)
+>>> tr = handlers.trace(handlers.seed(model, 0)).get_trace(x, y=y)
+>>> check_data(model, (x,), {"y": y}, tr)
+Traceback (most recent call last):
+    ...
+ValueError: model argument 'x' has 1 NaN/inf value(s) of 2: ...
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+__all__ = ["check_broadcast", "check_data"]
+
+
+def check_broadcast(name, site):
+    """Refuse observations that broadcast against their distribution: the likelihood would
+    count more terms than there are data (y of shape (N, 1) against a mean of shape (N,)
+    gives N² terms), and the evidence would be that of another data set, with no error."""
+    data = tuple(np.shape(site["value"]))
+    dist_shape = tuple(site["fn"].shape())
+    terms = np.broadcast_shapes(data, dist_shape)
+    if int(np.prod(terms)) > int(np.prod(data)):
+        raise ValueError(
+            f"observed site '{name}': the data have shape {data} and its distribution "
+            f"{dist_shape}; they broadcast to {terms}, so the likelihood would count "
+            f"{int(np.prod(terms))} terms for {int(np.prod(data))} observed values. Give the "
+            f"data the distribution's shape (e.g. y.reshape({dist_shape}), or "
+            "y.squeeze() for a trailing axis of 1) or the distribution the data's."
+        )
+
+
+def check_data(model, args, kwargs, tr):
+    """Refuse a model argument with NaN/inf values that is not an observed site's value (a
+    predictor with missing entries): every density evaluation would be NaN where it enters,
+    and the run would end in zero weights with nothing pointing at the data."""
+    try:
+        bound = inspect.signature(model).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {**{f"argument {i}": a for i, a in enumerate(args)}, **kwargs}
+    observed = [np.asarray(site["value"]) for site in tr.values()
+                if site["type"] == "sample" and site["is_observed"]
+                and site["value"] is not None]  # fmt: skip
+    for name, value in bound.items():
+        try:
+            x = np.asarray(value)
+        except Exception:  # not an array: nothing to check
+            continue
+        if not np.issubdtype(x.dtype, np.floating) or np.all(np.isfinite(x)):
+            continue
+        if any(o.shape == x.shape and np.array_equal(o, x, equal_nan=True) for o in observed):
+            continue  # observations: the observed site's own check names obs_mask
+        raise ValueError(
+            f"model argument '{name}' has {int(np.sum(~np.isfinite(x)))} NaN/inf value(s) of "
+            f"{x.size}: the model's density is NaN wherever they enter, so no run could weigh "
+            "its particles. Impute them or drop the rows that hold them (missing "
+            "observations, rather than predictors, are marked with obs_mask=...)."
+        )
