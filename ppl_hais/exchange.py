@@ -356,10 +356,12 @@ def sample(
         return jax.lax.scan(step, carry, jnp.arange(num_warmup + num_samples))
 
     run_id = open_run(total, desc, bar=progress_bar)
+    done = False
     try:
         (theta, log_scale, bad, _), (thetas, info) = run(key, run_id)
+        done = True
     finally:
-        close_bar(run_id)
+        close_bar(run_id, complete=done)
     info = jax.tree.map(lambda a: np.asarray(a[num_warmup:]), info)
     if bool(bad):
         raise RejectionBudgetError(

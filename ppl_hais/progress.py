@@ -125,7 +125,8 @@ def open_bar(total, desc):
         from tqdm.auto import tqdm
 
     run_id = next(_RUN_IDS)
-    _BARS[run_id] = tqdm(total=total, desc=desc, leave=False, mininterval=0.3)
+    # left on screen when closed, as NumPyro's and PyMC's bars are: one line per phase
+    _BARS[run_id] = tqdm(total=total, desc=desc, leave=True, mininterval=0.3)
     return run_id
 
 
@@ -168,12 +169,16 @@ class _Part:
         pass
 
 
-def close_bar(run_id):
+def close_bar(run_id, complete: bool = False):
+    """Close bar ``run_id``; ``complete``: the loop ran to its end, so the bar shows its total
+    (its last paced tick came up to a quarter of a second before the end)."""
     if run_id is None:
         return
     _CLOCKS.pop(int(run_id), None)
     bar = _BARS.pop(run_id, None)
     if bar is not None:
+        if complete and getattr(bar, "total", None) is not None and bar.n < bar.total:
+            bar.update(bar.total - bar.n)
         bar.close()
 
 

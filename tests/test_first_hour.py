@@ -131,3 +131,20 @@ def test_a_comparison_table_prints_every_column_in_a_narrow_terminal():
         text = str(table)
     assert "..." not in text and "bayes_factor" in text and "prob" in text
     assert type(table[["log_evidence", "se"]]) is type(table)  # selections print whole too
+
+
+def test_progress_bars_close_at_their_totals(capsys):
+    import re
+
+    import jax.numpy as jnp
+
+    target = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum((z - 1.0) ** 2),
+                                initial=ph.Gaussian(jnp.zeros(2), 2.0))  # fmt: skip
+    ph.hais(jax.random.key(0), target, num_particles=64, num_steps=300, progress_bar=True)
+    last = {}  # each bar's last state as the terminal shows it
+    for line in re.split(r"[\r\n]", capsys.readouterr().err):
+        m = re.match(r"\s*(.+?): +(\d+)%\|.*?\| *(\d+)/(\d+)", line)
+        if m:
+            last[m.group(1)] = m.groups()[1:]
+    assert set(last) >= {"pilot", "hais"}, last
+    assert all(pct == "100" and done == total for pct, done, total in last.values()), last

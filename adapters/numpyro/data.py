@@ -43,6 +43,17 @@ def check_broadcast(name, site):
         )
 
 
+def _observed_values(tr):
+    """The observed sites' values that are data (a factor's value is computed, and in an
+    abstract trace a tracer)."""
+    for site in tr.values():
+        if site["type"] == "sample" and site["is_observed"] and site["value"] is not None:
+            try:
+                yield np.asarray(site["value"])
+            except Exception:  # a traced value: not data
+                continue
+
+
 def check_data(model, args, kwargs, tr):
     """Refuse a model argument with NaN/inf values that is not an observed site's value (a
     predictor with missing entries): every density evaluation would be NaN where it enters,
@@ -51,9 +62,6 @@ def check_data(model, args, kwargs, tr):
         bound = inspect.signature(model).bind_partial(*args, **kwargs).arguments
     except (TypeError, ValueError):
         bound = {**{f"argument {i}": a for i, a in enumerate(args)}, **kwargs}
-    observed = [np.asarray(site["value"]) for site in tr.values()
-                if site["type"] == "sample" and site["is_observed"]
-                and site["value"] is not None]  # fmt: skip
     for name, value in bound.items():
         try:
             x = np.asarray(value)
@@ -61,7 +69,8 @@ def check_data(model, args, kwargs, tr):
             continue
         if not np.issubdtype(x.dtype, np.floating) or np.all(np.isfinite(x)):
             continue
-        if any(o.shape == x.shape and np.array_equal(o, x, equal_nan=True) for o in observed):
+        if any(o.shape == x.shape and np.array_equal(o, x, equal_nan=True)
+               for o in _observed_values(tr)):  # fmt: skip
             continue  # observations: the observed site's own check names obs_mask
         raise ValueError(
             f"model argument '{name}' has {int(np.sum(~np.isfinite(x)))} NaN/inf value(s) of "

@@ -244,6 +244,7 @@ def run(
         out = fn(arrays, *args, run_ids[g], chunk, g * size, scale_ref, *switches, valid)
         return jax.block_until_ready(out)
 
+    outs = None
     try:
         if groups > 1 and serial_groups(structure, target):  # one group at a time
             (outs,) = run_interruptibly([in_thread(lambda: [group(g) for g in range(groups)])])
@@ -252,7 +253,7 @@ def run(
             outs = run_interruptibly(calls, workers=concurrent_groups())
     finally:
         for run_id in [*run_ids, bar]:
-            close_bar(run_id)
+            close_bar(run_id, complete=outs is not None)
     out = finish(merge_groups(outs, num_particles), num_steps, num_bins)._replace(
         particles_per_device=[num_particles]
     )
@@ -333,10 +334,11 @@ def _run_sharded(
         )  # fmt: skip
         return jax.block_until_ready(out)
 
+    out = None
     try:
         (out,) = run_interruptibly([in_thread(call)])
     finally:
-        close_bar(run_id)
+        close_bar(run_id, complete=out is not None)
     # where the particles lived: rows per device (this process's devices)
     shards = [int(s.data.shape[0]) for s in out.particles.addressable_shards]
     if any(not getattr(v, "is_fully_addressable", True) for v in out):

@@ -364,12 +364,13 @@ def sample(
         np.asarray(target_accept, x0.dtype),
         run_id,
     )
+    out = None
     try:  # dispatched from a worker thread, so that Ctrl-C reaches us and stops the loop
         (out,) = run_interruptibly(
             [in_thread(lambda: jax.block_until_ready(fn(*args)))], "sampling"
         )  # fmt: skip
     finally:
-        close_bar(run_id)
+        close_bar(run_id, complete=out is not None)
     wall = time.perf_counter() - start
     xs, logp, info, eps, inv_mass, refresh_out, warm_grads, warm_exec, draw_exec = out
     stats = {name: np.asarray(v) for name, v in info._asdict().items()}
