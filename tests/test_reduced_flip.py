@@ -142,17 +142,17 @@ def _student(x):
 
 
 @pytest.mark.parametrize(
-    "flips,K,num_steps,uniform",
+    "flips,K,num_leapfrog,uniform",
     [("reduced", 1, 1, "fresh"), ("reduced", 3, 1, "fresh"), ("standard", 2, 2, "fresh"),
      ("reduced", 2, 3, "fresh"), ("reduced", 1, 1, "persistent"),
      ("standard", 1, 2, "persistent")],
 )  # fmt: skip
-def test_invariance_from_exact_draws(flips, K, num_steps, uniform):
+def test_invariance_from_exact_draws(flips, K, num_leapfrog, uniform):
     """Start 40,000 chains at exact draws (and the persistent uniform at U(−1, 1) draws), run
     30 transitions: E[x], E[x²] unchanged, and the uniform still U(−1, 1)."""
     P = 40_000
     x0 = jax.random.t(jax.random.key(1), _NU, (P, 3)) * _SCALES[None, :]
-    kernel = ph.mcmc.build_kernel(num_steps, K, flips, uniform)
+    kernel = ph.mcmc.build_kernel(num_leapfrog, K, flips, uniform)
     inv_mass = jnp.array([0.05, 1.0, 10.0])
 
     @jax.jit

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import pymc as pm
 import xarray as xr
 from pytensor.graph.replace import clone_replace
 
@@ -27,29 +26,17 @@ from ppl_hais.model_bridge import bridge_evidence
 from ppl_hais.precision import float64
 
 from .rewrites import jaxified_graph
-from .target import cached_target
+from .target import cached_target, is_bambi, pymc_model
 
 __all__ = ["bridge_sampling"]
 
 
-def _is_bambi(model) -> bool:
-    return model is not None and not isinstance(model, pm.Model) and hasattr(model, "backend")
-
-
-def _pymc_model(model):
-    """A pm.Model from ``model``: itself, a Bambi model's (built if it is not), or the one of
-    the ``with`` context."""
-    if _is_bambi(model):
-        if getattr(model, "backend", None) is None or not hasattr(model.backend, "model"):
-            model.build()
-        return model.backend.model
-    return pm.modelcontext(model)
-
-
-def _bambi_posterior(fit, post):
+def shift_intercepts(fit, post, sign=1):
     """Bambi samples the intercept of centered predictors and reports it uncentered
-    (``Intercept − x̄·β``, in its ``_clean_results``); the model's own variable is the centered
-    one, so add ``x̄·β`` back. Uses Bambi's own design matrices and term names."""
+    (``Intercept − x̄·β``, in its ``_clean_results``): ``sign=1`` adds ``x̄·β`` back (what Bambi
+    reported → the model's own variable), ``sign=-1`` takes it off (the model's variable → what
+    Bambi reports). ``post``: an xarray Dataset or a dict of (chain, draw, ...) arrays. Uses
+    Bambi's own design matrices and term names."""
     if not getattr(fit, "center_predictors", False):
         return post
     from bambi.utils import get_aliased_name
@@ -67,12 +54,15 @@ def _bambi_posterior(fit, post):
             )
         xbar = np.asarray(comp.design_matrix_without_intercept).mean(axis=0)
         names = [get_aliased_name(t) for t in term.common_terms.values()]
-        coefs = np.concatenate(
-            [np.reshape(post[n].transpose("chain", "draw", ...).values,
-                        post[n].shape[:2] + (-1,)) for n in names], axis=-1,
-        )  # fmt: skip
+        dataset = isinstance(post, xr.Dataset)
+        arrays = [post[n].transpose("chain", "draw", ...).values if dataset
+                  else np.asarray(post[n]) for n in names]  # fmt: skip
+        coefs = np.concatenate([np.reshape(a, a.shape[:2] + (-1,)) for a in arrays], axis=-1)
         name = get_aliased_name(term.intercept_term)
-        post[name] = post[name] + xr.DataArray(coefs @ xbar, dims=("chain", "draw"))
+        shift = sign * (coefs @ xbar)
+        if isinstance(post, xr.Dataset):
+            shift = xr.DataArray(shift, dims=("chain", "draw"))
+        post[name] = post[name] + shift
     return post
 
 
@@ -117,8 +107,8 @@ def bridge_sampling(
         ``summary()``, ``to_arviz()``; ``ph.compare_evidence`` takes it beside
         ``php.sample_hais`` and ``pm.sample_smc`` results.
     """
-    bambi = model if _is_bambi(model) else None
-    model = _pymc_model(model)
+    bambi = model if is_bambi(model) else None
+    model = pymc_model(model)
     target = cached_target(model)
     draws = unconstrained_draws(target, idata, bambi)
     key = jax.random.key(0 if random_seed is None else int(random_seed))
@@ -155,7 +145,7 @@ def unconstrained_draws(target, idata, bambi=None) -> np.ndarray:
         )
     post = group(idata, "posterior")
     if bambi is not None:
-        post = _bambi_posterior(bambi, post)
+        post = shift_intercepts(bambi, post)
     names = [rv.name for rv in model.free_RVs]
     missing = [n for n in names if n not in post.data_vars]
     if missing:

@@ -35,7 +35,8 @@ from ppl_hais.evidence import evidence
 from ppl_hais.mcmc.fast_random import host_key, host_split
 from ppl_hais.precision import float64
 
-from .target import cached_target
+from .bridge import shift_intercepts
+from .target import cached_target, is_bambi, pymc_model
 
 # pm.sample_smc's keywords that have no meaning here, and what to use instead
 _SMC_ONLY = {
@@ -52,13 +53,14 @@ _SMC_ONLY = {
 
 
 def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwargs):
-    if model is not None and not isinstance(model, pm.Model):
+    if model is not None and not isinstance(model, pm.Model) and not is_bambi(model):
         hint = (
             " (a NumPyro model function? use ppl_hais.adapters.numpyro.HAIS)"
             if callable(model)
             else ""
         )
-        raise TypeError(f"model must be a pm.Model, got {type(model).__name__}{hint}")
+        raise TypeError(f"model must be a pm.Model or a bambi.Model, got "
+                        f"{type(model).__name__}{hint}")  # fmt: skip
     for name in smc_kwargs:
         known = inspect.signature(sample_hais).parameters
         reason = _SMC_ONLY.get(
@@ -130,8 +132,9 @@ def sample_hais(
         64 particles, the pilot's size, where that gives one to eight per core, past that of
         512; else two per core); on an accelerator it has no effect.
     random_seed : int, optional
-    model : pm.Model, optional
-        Default: the model from the ``with`` context.
+    model : pm.Model or bambi.Model, optional
+        Default: the model from the ``with`` context. A Bambi model goes in as it is (built
+        if it is not): its evidence is that of the PyMC model Bambi builds.
     progressbar : bool
     schedule, step_size, refresh
         As in :func:`ppl_hais.hais`. The default schedule places the temperatures at equal
@@ -209,7 +212,8 @@ def sample_hais(
                   bias_check=bias_check, num_leapfrog=num_leapfrog, flips=flips,
                   lookahead=lookahead, local_steps=local_steps)  # fmt: skip
     chains = 1 if chains is None else int(chains)
-    model = pm.modelcontext(model)
+    bambi = model if is_bambi(model) else None
+    model = pymc_model(model)
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
     target = cached_target(model)
     key_run, key_draws = host_split(host_key(int(seed)))
@@ -238,6 +242,8 @@ def sample_hais(
     idx = ev.resample(key_draws)
     zs = np.stack([r.particles[i] for r, i in zip(results, idx, strict=True)])
     posterior = target.posterior(zs, chains, draws)
+    if bambi is not None:  # its intercepts as Bambi reports them
+        posterior = shift_intercepts(bambi, posterior, sign=-1)
     coords, dims = coords_and_dims_for_inferencedata(model)
     idata = from_ais(
         results,

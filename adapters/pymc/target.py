@@ -21,6 +21,7 @@ from functools import cached_property
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pymc as pm
 
 # PyMC module functions that `pm.` does not re-export (no public equivalent on PyMC 5.28 or 6.4):
 # the observed-data helper pm.sample uses for its own ArviZ output (the prior's draws:
@@ -303,6 +304,21 @@ def _graphs(model):
         ]
         model._ppl_hais_graphs = hit = (names, outputs, found)
     return hit
+
+
+def is_bambi(model) -> bool:
+    """Whether ``model`` is a Bambi model (it builds a PyMC model in its ``backend``)."""
+    return model is not None and not isinstance(model, pm.Model) and hasattr(model, "backend")
+
+
+def pymc_model(model):
+    """A pm.Model from ``model``: itself, a Bambi model's (built if it is not), or the one of
+    the ``with`` context."""
+    if is_bambi(model):
+        if getattr(model, "backend", None) is None or not hasattr(model.backend, "model"):
+            model.build()
+        return model.backend.model
+    return pm.modelcontext(model)
 
 
 def cached_target(model) -> PyMCTarget:

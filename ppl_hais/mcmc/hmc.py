@@ -2,7 +2,7 @@
 
 A transition is two maps, each leaving p(x, v) ∝ π_β(x)·N(v; 0, M) invariant:
 
-* :func:`move`: ``num_steps`` leapfrog steps, then leap / flip / stay (Metropolis with a
+* :func:`move`: ``num_leapfrog`` leapfrog steps, then leap / flip / stay (Metropolis with a
   momentum flip on rejection; reduced flips and look-ahead of :mod:`.lookahead` when asked);
 * :func:`partial_refresh`: ``v ← sqrt(keep)·v + sqrt(1 − keep)·M^{1/2} r`` with
   keep = (1 − refresh)^(simulated time) (:func:`persistence`).
@@ -60,10 +60,10 @@ def partial_refresh(momentum, noise, keep, inverse_mass=None):
     return jnp.sqrt(keep) * momentum + jnp.sqrt(1.0 - keep) * noise
 
 
-def _metropolis_move(u, position, momentum, potential, potential_fn, beta, step_size, num_steps,
+def _metropolis_move(u, position, momentum, potential, potential_fn, beta, step_size, num_leapfrog,
                      box, inverse_mass, log_aux=None):
     new_position, new_momentum, new_potential = leapfrog(
-        potential_fn, position, momentum, potential, beta, step_size, num_steps, box,
+        potential_fn, position, momentum, potential, beta, step_size, num_leapfrog, box,
         inverse_mass,
     )
     log_ratio = (
@@ -90,7 +90,7 @@ def _metropolis_move(u, position, momentum, potential, potential_fn, beta, step_
         accepted,
         ~accepted,
         accepted.astype(jnp.int32),
-        jnp.full((), num_steps, jnp.int32),
+        jnp.full((), num_leapfrog, jnp.int32),
         is_finite,
         jnp.where(accepted, log_ratio, 0.0),
     )
@@ -106,7 +106,7 @@ def move(
     beta,
     step_size,
     *,
-    num_steps: int = 1,
+    num_leapfrog: int = 1,
     lookahead: int = 1,
     flips: str = "standard",
     box=None,
@@ -132,11 +132,11 @@ def move(
                          "flips='standard'")
     if flips not in FLIPS:
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
-    if int(num_steps) < 1 or int(lookahead) < 1:
-        raise ValueError("num_steps and lookahead must be at least 1")
+    if int(num_leapfrog) < 1 or int(lookahead) < 1:
+        raise ValueError("num_leapfrog and lookahead must be at least 1")
     if int(lookahead) == 1 and flips == "standard":
         return _metropolis_move(
-            u, position, momentum, potential, potential_fn, beta, step_size, int(num_steps),
+            u, position, momentum, potential, potential_fn, beta, step_size, int(num_leapfrog),
             box, inverse_mass, log_aux,
         )
     out, info = lookahead_transition(
@@ -147,7 +147,7 @@ def move(
         potential_fn,
         beta,
         step_size,
-        num_steps=int(num_steps),
+        num_leapfrog=int(num_leapfrog),
         lookahead=int(lookahead),
         flips=flips,
         box=box,

@@ -66,17 +66,17 @@ def leapfrog(
     potential,
     beta,
     step_size,
-    num_steps=1,
+    num_leapfrog=1,
     box=None,
     inverse_mass=None,
 ):
-    """``num_steps`` velocity-Verlet steps on log π_β; returns (position, momentum, potential).
+    """``num_leapfrog`` velocity-Verlet steps on log π_β; returns (position, momentum, potential).
 
     ``potential`` is the cached :class:`~ppl_hais.target.Potential` (with gradients) at
     ``position``; the returned one is at the new position. ``inverse_mass`` is a diagonal
     M⁻¹ (kinetic energy ½ vᵀM⁻¹v); None is the identity.
     """
-    for _ in range(num_steps):
+    for _ in range(num_leapfrog):
         momentum = momentum + 0.5 * step_size * potential.grad(beta)
         velocity = momentum if inverse_mass is None else inverse_mass * momentum
         position, momentum = reflect(position + step_size * velocity, momentum, box)

@@ -182,13 +182,13 @@ def build_kernel(
         raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
     if int(num_leapfrog) < 1 or int(lookahead) < 1:
         raise ValueError("num_leapfrog and lookahead must be at least 1")
-    num_steps, lookahead = int(num_leapfrog), int(lookahead)
+    num_leapfrog, lookahead = int(num_leapfrog), int(lookahead)
     uniform = resolve_uniform(uniform, lookahead)
 
     def kernel(rng_key, state, logdensity_fn, step_size, refresh=0.5, inverse_mass=None):
         # refresh first, with fresh draws; then one leap / flip / stay move
         state, u = prepare(rng_key, state, step_size, refresh, inverse_mass,
-                           num_leapfrog=num_steps, uniform=uniform)  # fmt: skip
+                           num_leapfrog=num_leapfrog, uniform=uniform)  # fmt: skip
         out, info = hmc.move(
             u,
             state.position,
@@ -197,7 +197,7 @@ def build_kernel(
             potential_fn_of(logdensity_fn),
             1.0,
             step_size,
-            num_steps=num_steps,
+            num_leapfrog=num_leapfrog,
             lookahead=lookahead,
             flips=flips,
             inverse_mass=inverse_mass,

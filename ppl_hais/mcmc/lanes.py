@@ -73,10 +73,10 @@ def micro_step(lane, active, key, step_size, refresh, inverse_mass, *, logdensit
     pick = partial(jax.tree.map, lambda a, b: jnp.where(idle, a, b))
     state, tr = pick(prepared, lane.state), pick(fresh, lane.moving)
     tr = lookahead.advance(
-        tr, potential_fn_of(logdensity_fn), 1.0, step_size, num_steps=num_leapfrog,
+        tr, potential_fn_of(logdensity_fn), 1.0, step_size, num_leapfrog=num_leapfrog,
         lookahead=num_lookahead, flips=flips, inverse_mass=inverse_mass,
     )  # fmt: skip
-    new_state, info = complete(state, *lookahead.finish(tr, num_steps=num_leapfrog),
+    new_state, info = complete(state, *lookahead.finish(tr, num_leapfrog=num_leapfrog),
                                uniform=uniform)  # fmt: skip
     done = tr.done & active
     state = jax.tree.map(lambda a, b: jnp.where(done, a, b), new_state, state)

@@ -1,6 +1,6 @@
 """The reject branch of HMC with reduced momentum flips and look-ahead ([SD12] ch. 6; LAHMC).
 
-A state ζ = (x, v) with joint density p(ζ) ∝ π(x)·exp(−½vᵀM⁻¹v); L is ``num_steps`` leapfrog
+A state ζ = (x, v) with joint density p(ζ) ∝ π(x)·exp(−½vᵀM⁻¹v); L is ``num_leapfrog`` leapfrog
 steps, F negates the momentum. One uniform r decides among K + 2 outcomes:
 
 * move to L^a ζ (a = 1..K) with probability π_a(ζ), the look-ahead rule of Sohl-Dickstein,
@@ -154,13 +154,13 @@ def advance(
     beta,
     step_size,
     *,
-    num_steps: int = 1,
+    num_leapfrog: int = 1,
     lookahead: int = 1,
     flips: str = "reduced",
     box=None,
     inverse_mass=None,
 ) -> Trajectories:
-    """Integrate one more trajectory of ``num_steps`` leapfrog steps and decide what it
+    """Integrate one more trajectory of ``num_leapfrog`` leapfrog steps and decide what it
     settles: forward trajectories first (leap to L^a ζ once the cumulative leap probability
     passes u), then, after the last one failed, backward ones from Fζ (flip once C(Fζ) passes
     u; ``flips="standard"`` flips at once)."""
@@ -169,7 +169,8 @@ def advance(
     k = tr.k + 1
     backward = k > K
     j = jnp.where(backward, k - K, k)
-    pos, mom, pot = leapfrog(potential_fn, *tr.head, beta, step_size, num_steps, box, inverse_mass)
+    pos, mom, pot = leapfrog(potential_fn, *tr.head, beta, step_size, num_leapfrog, box,
+                             inverse_mass)  # fmt: skip
     lp = _log_joint(pot, mom, beta, inverse_mass)
     log_p = tr.log_p.at[j].set(jnp.where(jnp.isnan(lp), -jnp.inf, lp))
     cum = jnp.cumsum(leap_probabilities(log_p))[j - 1]
@@ -203,7 +204,7 @@ def advance(
     )
 
 
-def finish(tr: Trajectories, *, num_steps: int = 1):
+def finish(tr: Trajectories, *, num_leapfrog: int = 1):
     """``((position, momentum, potential), MoveInfo)`` of a finished transition."""
     position, momentum, potential = tr.start
     out = jax.tree.map(lambda a, b: jnp.where(tr.accepted, a, b), tr.head, tr.start)
@@ -215,7 +216,7 @@ def finish(tr: Trajectories, *, num_steps: int = 1):
         is_accepted=tr.accepted,
         is_flipped=tr.flipped,
         depth=jnp.where(tr.accepted, tr.k, 0),
-        num_gradients=tr.k * num_steps,
+        num_gradients=tr.k * num_leapfrog,
         is_finite=tr.first_finite,
         log_ratio=jnp.where(tr.accepted, log_ratio - tr.log_p0, 0.0),
     )
@@ -231,7 +232,7 @@ def lookahead_transition(
     beta,
     step_size,
     *,
-    num_steps: int = 1,
+    num_leapfrog: int = 1,
     lookahead: int = 1,
     flips: str = "reduced",
     box=None,
@@ -253,9 +254,9 @@ def lookahead_transition(
     tr = jax.lax.while_loop(
         lambda t: ~t.done,
         lambda t: advance(
-            t, potential_fn, beta, step_size, num_steps=num_steps, lookahead=lookahead,
+            t, potential_fn, beta, step_size, num_leapfrog=num_leapfrog, lookahead=lookahead,
             flips=flips, box=box, inverse_mass=inverse_mass,
         ),  # fmt: skip
         tr,
     )
-    return finish(tr, num_steps=num_steps)
+    return finish(tr, num_leapfrog=num_leapfrog)
