@@ -6,6 +6,7 @@ gets one page, under the first namespace that exports it; the other module's tab
 
 import importlib
 import inspect
+import re
 import shutil
 import types
 from pathlib import Path
@@ -14,8 +15,11 @@ ROOTS = ["ppl_hais", "ppl_hais.adapters.numpyro", "ppl_hais.adapters.pymc", "ppl
 
 
 def _summary(obj) -> str:
+    """The docstring's first paragraph for a Markdown table: reST roles (``:func:`x```) become
+    MyST's (``{func}`x```), so they render as links rather than as text."""
     doc = inspect.getdoc(obj) or ""
     line = doc.strip().split("\n\n")[0].replace("\n", " ").strip()
+    line = re.sub(r"(?<![\w`]):((?:py:)?\w+):`", r"{\1}`", line)
     return line.replace("|", "\\|")
 
 

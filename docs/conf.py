@@ -35,6 +35,14 @@ _api.write(HERE / "api")
 # progress bars are for people waiting at a prompt; the executed pages show results only
 os.environ["TQDM_DISABLE"] = "1"
 
+# each page's kernel talks to this process over local TCP and logs that the traffic is not
+# encrypted, one warning per page: kernels started here log errors only (an IPython profile
+# of the build's own, read by the kernels this process starts)
+_profile = HERE / "_build" / "ipython" / "profile_default"
+_profile.mkdir(parents=True, exist_ok=True)
+(_profile / "ipython_kernel_config.py").write_text('c.IPKernelApp.log_level = "ERROR"\n')
+os.environ["IPYTHONDIR"] = str(_profile.parent)
+
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "README.md"]
 source_suffix = {".md": "myst-nb", ".rst": "restructuredtext"}
 root_doc = "index"
