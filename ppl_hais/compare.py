@@ -148,6 +148,11 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
     >>> ph.compare_evidence({"a": (-10.0, 0.1), "b": (-12.0, 0.2)})["prob"].round(3).tolist()
     [0.881, 0.119]
     """
+    if not isinstance(models, Mapping):
+        raise TypeError(
+            "compare_evidence takes a dict {name: result}, as arviz.compare does; got "
+            f"{type(models).__name__}"
+        )
     if not models:
         raise ValueError("compare_evidence needs at least one model")
     names = list(models)

@@ -148,3 +148,16 @@ def test_progress_bars_close_at_their_totals(capsys):
             last[m.group(1)] = m.groups()[1:]
     assert set(last) >= {"pilot", "hais"}, last
     assert all(pct == "100" and done == total for pct, done, total in last.values()), last
+
+
+def test_typos_and_wrong_containers_get_the_name_that_was_meant():
+    with pytest.raises(TypeError, match=r"'num_particle' \(did you mean 'num_particles'\?\)"):
+        phn.HAIS(regression, num_particle=100)
+    import jax.numpy as jnp
+
+    target = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
+                                initial=ph.Gaussian(jnp.zeros(2)))  # fmt: skip
+    with pytest.raises(TypeError, match=r"'num_particle' \(did you mean 'num_particles'\?\)"):
+        ph.hais(jax.random.key(0), target, num_particle=64)
+    with pytest.raises(TypeError, match="takes a dict"):
+        ph.compare_evidence([("a", (-3.0, 0.1))])

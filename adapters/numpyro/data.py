@@ -9,9 +9,9 @@ Example
 >>> from ppl_hais.adapters.numpyro.data import check_data
 >>> def model(x, y=None):
 ...     numpyro.sample("y", dist.Normal(x, 1.0), obs=y)
->>> x, y = np.array([0.0, np.nan]), np.zeros(2)
->>> tr = handlers.trace(handlers.seed(model, 0)).get_trace(x, y=y)
->>> check_data(model, (x,), {"y": y}, tr)
+>>> y = np.zeros(2)
+>>> tr = handlers.trace(handlers.seed(model, 0)).get_trace(np.zeros(2), y=y)
+>>> check_data(model, (np.array([0.0, np.nan]),), {"y": y}, tr)
 Traceback (most recent call last):
     ...
 ValueError: model argument 'x' has 1 NaN/inf value(s) of 2: ...

@@ -24,15 +24,13 @@ from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
 from scipy.special import logsumexp
 
 from ppl_hais import options
+from ppl_hais._names import suggest_keywords
 from ppl_hais.arviz import from_ais
 from ppl_hais.evidence import evidence
 from ppl_hais.mcmc.fast_random import check_key, host_fold_in, host_key, host_split
 from ppl_hais.precision import float64
 
 from .target import NumPyroTarget, constrain_batch, guide_initial, refuse_foreign_model
-
-# ---------------------------------------------------------------------------------------------
-# the MCMC-shaped front end
 
 
 class HAIS:
@@ -107,6 +105,7 @@ class HAIS:
     See the module docstring.
     """
 
+    @suggest_keywords
     def __init__(
         self,
         model,

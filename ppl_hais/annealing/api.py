@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import diagnostics, options
+from .._names import suggest_keywords
 from ..estimators import systematic
 from ..mcmc import fast_random
 from ..options import of_keywords
@@ -59,6 +60,7 @@ class RunOptions(NamedTuple):
 
 
 @float64
+@suggest_keywords
 def ais(
     rng_key,
     target: AnnealingTarget,
