@@ -149,7 +149,9 @@ def sample_stats_dataset(
     :class:`~ppl_hais.evidence.Evidence`, whose pooled estimate (the chains pooled, a cleared
     rung's SE, or the bridge of a last rung that still failed) becomes the scalars
     ``log_evidence`` and ``log_evidence_se``, with its ``shortfall``, ``excess`` and
-    ``bridged`` as attributes."""
+    ``bridged`` as attributes; ``evidence_warning`` is then the call's verdict on every chain,
+    and where the answer is not the chains' own estimates, ``log_marginal_likelihood`` holds
+    it on every chain (the chains' own: ``chain_log_marginal_likelihood``)."""
     chains = np.arange(len(results))
     num_bins = min(len(r.trace.beta) for r in results)
     stack = lambda f: np.stack([np.asarray(f(r))[:num_bins] for r in results])  # noqa: E731
@@ -202,6 +204,20 @@ def sample_stats_dataset(
     if evidence is not None:
         ds["log_evidence"] = xr.DataArray(float(evidence.log_z))
         ds["log_evidence_se"] = xr.DataArray(float(evidence.log_z_se))
+        # one signal: the fields a pm.sample_smc user reads carry the call's answer. Where it
+        # is not the chains' own estimates (a bridge of both directions, or an SE from the
+        # rungs' spread that cleared the weights' checks), every chain holds the answer and
+        # the chains' own estimates move to chain_log_marginal_likelihood (as bridge
+        # sampling's output names them); a chain is flagged exactly when the call warned
+        if evidence.bridged or evidence.cleared:
+            own = {"chain_log_marginal_likelihood": ds["log_marginal_likelihood"],
+                   "chain_log_marginal_likelihood_se": ds["log_marginal_likelihood_se"]}
+            ds = ds.assign(own)  # fmt: skip
+            ds["log_marginal_likelihood"] = xr.full_like(own["chain_log_marginal_likelihood"],
+                                                         float(evidence.log_z))  # fmt: skip
+            ds["log_marginal_likelihood_se"] = xr.full_like(
+                own["chain_log_marginal_likelihood_se"], float(evidence.log_z_se))
+        ds["evidence_warning"] = xr.full_like(ds["evidence_warning"], bool(evidence.checks))
         ds.attrs["shortfall"] = float(evidence.shortfall)
         ds.attrs["excess"] = float(evidence.excess)
         ds.attrs["bridged"] = int(evidence.bridged)

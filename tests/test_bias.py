@@ -1,4 +1,4 @@
-"""Issue 29: checks that mean "wrong" — the bias check (a reverse anneal from MCMC draws), the
+"""Checks that mean "wrong" — the bias check (a reverse anneal from MCMC draws), the
 Pareto k̂ on bounded weights, the ESS check where the SE speaks, the SE of agreeing chains,
 and budgets that cannot blow up."""
 
@@ -63,8 +63,8 @@ def _result(log_weights):
 
 
 def test_bounded_bimodal_weights_are_not_a_heavy_tail():
-    """A 5% cluster half a nat above the rest: PSIS fits k̂ > 1 to it (issue 29: 20 of 20
-    right mixture runs warned with SE = inf at ESS 99%); the weights are bounded, so no
+    """A 5% cluster half a nat above the rest: PSIS fits k̂ > 1 to it (20 of 20
+    right mixture runs had warned with SE = inf at ESS 99%); the weights are bounded, so no
     pareto_k check and a finite SE."""
     rng = np.random.default_rng(0)
     lw = np.concatenate([rng.normal(0.0, 0.01, 486), rng.normal(0.5, 0.01, 26)])
@@ -301,7 +301,7 @@ def test_core_hais_runs_the_bias_check_when_asked():
 
 
 def test_a_misspelt_keyword_fails_at_once_with_a_suggestion():
-    """issue 32: evidence(num_particle=...) was reported after the pilots had run (47.6 s)."""
+    """evidence(num_particle=...) was once reported after the pilots had run (47.6 s)."""
     model = _TargetModel(lambda z: -0.5 * jnp.sum(z**2), 2)
     with pytest.raises(TypeError, match=r"'num_particle'.*did you mean 'num_particles'"):
         evidence(jax.random.key(0), model, num_particle=64)

@@ -1,5 +1,5 @@
 """One compiled anneal per model structure (any number of temperatures), and the persistent
-compilation cache that makes a second process compile nothing (issue 33)."""
+compilation cache that makes a second process compile nothing."""
 
 import os
 import subprocess
@@ -61,7 +61,7 @@ def test_new_number_of_temperatures_compiles_nothing(executables):
 
 def test_bias_check_compiles_one_mcmc_for_every_start():
     """The bias check's MCMC samples the model's joint density, the same function from the
-    prior and from a Laplace fit, so a second start compiles no second MCMC (issue 33)."""
+    prior and from a Laplace fit, so a second start compiles no second MCMC."""
     from ppl_hais.density import SplitDensity
     from ppl_hais.evidence import evidence
     from ppl_hais.mcmc import sampler

@@ -89,7 +89,7 @@ BAD_OPTIONS = [
 
 @pytest.mark.parametrize("kwargs, msg", BAD_OPTIONS)
 def test_bad_options_fail_where_they_are_given(kwargs, msg):
-    """issue 32: ``phn.HAIS(num_particles=1)`` failed only inside ``run`` after the pilots
+    """``phn.HAIS(num_particles=1)`` once failed only inside ``run`` after the pilots
     (36.7 s); every option is now checked by the call that takes it, before any compilation,
     with the same message through NumPyro, PyMC and the core workflow."""
     import time

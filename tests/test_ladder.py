@@ -1,4 +1,4 @@
-"""Issue 29 item 3: the convergence ladder — 4× the temperatures while a check fails, within a
+"""The convergence ladder — 4× the temperatures while a check fails, within a
 gradient budget that counts every gradient; the trajectory in the result, ArviZ and a plot;
 the remaining gap stated in nats when the budget runs out."""
 
@@ -293,12 +293,12 @@ def test_remaining_gap_reads_the_trajectory():
     # either one alone is not enough, nor a rung that passed
     assert not unsizable(flat[:1] + (flat[1]._replace(lag=0.3, outside=0.5),))
     assert not unsizable(flat[:1] + (flat[1]._replace(lag=0.2, outside=0.94),))
-    # an experts run 0.37 nat low (stop 47): its last rung's lag 0.249 just under the cut, its
+    # an experts run 0.37 nat low: its last rung's lag 0.249 just under the cut, its
     # earlier rungs' 0.27-0.31 above it; sized, its shortfall (0.16) did not cover the error
     slipped = (flat[0]._replace(lag=0.31, outside=0.90), far[1]._replace(lag=0.249))
     assert unsizable(slipped) and shortfall(slipped) == float("inf")
     assert not unsizable(far[:1] + (far[1]._replace(checks=()),))
-    # a held-out 30-D Student-t, right on every run (stop 63): its 250-temperature rung lagged
+    # a held-out 30-D Student-t, right on every run: its 250-temperature rung lagged
     # 0.28, its later rungs 0.12-0.22; a short first rung's lag is no sign of unreached tails,
     # but a last rung's is, however short
     first = Rung(250, -1.1, 0.02, ("lag",), nan, 5, 0.05, lag=0.28, outside=0.91)
@@ -349,11 +349,11 @@ def test_the_joint_decision_clears_weight_checks_only_when_independent_paths_agr
     assert not clears((prev, last._replace(bias_gap=nan)))  # no bias check
     assert not clears((prev, last._replace(bias_gap=0.06)))
     assert not clears((prev, last._replace(bias_gap_se=nan)))  # a gap of unknown noise
-    # the funnel's miss that stop 44's suite cleared: a gap of 0.048 ± 0.03 bounds nothing
+    # a funnel miss that an earlier rule cleared: a gap of 0.048 ± 0.03 bounds nothing
     assert not clears((prev, last._replace(bias_gap=0.048)))
     assert clears((prev, last._replace(bias_gap=-0.048)))  # reverse below: no sign of a miss
     assert not clears((prev, last._replace(log_z=-0.9)))  # still moving
-    # the PyMC funnel run stop 46's suite found cleared 0.16 nat low (random_seed=715): 4000
+    # a PyMC funnel run of the trust suite, once cleared 0.16 nat low (random_seed=715): 4000
     # temperatures at -0.202 with a gap of 0.190, then 16,000 at -0.163 with 0.040 ± 0.030;
     # the earlier check's upper estimate lies 0.15 above the last rung: the bias is not bounded
     funnel = (Rung(4000, -0.202, 0.031, ("pareto_k", "lag"), 0.190, 10, 0.1, 0.2,
@@ -406,7 +406,7 @@ def test_a_banana_whose_weights_fail_is_cleared_by_the_joint_decision_and_right(
     assert abs(ev.trajectory[-1].bias_gap) <= 0.05
     assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
     # its ArviZ output carries that estimate, not the chain's weights' verdict: compare_evidence
-    # reads it unwarned with the cleared SE (it read the chain's failed checks before stop 51)
+    # reads it unwarned with the cleared SE (not the chain's failed checks)
     idata = ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 2))}, checks=ev.checks,
                               bias=ev.bias, trajectory=ev.trajectory, evidence=ev)  # fmt: skip
     assert ev.results[0].warning  # the chain's own weights failed
@@ -420,9 +420,9 @@ def test_a_banana_whose_weights_fail_is_cleared_by_the_joint_decision_and_right(
 def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_high():
     """The banana over a fixed 1000 temperatures: key 0's weights fail k̂ and lag 0.02 nat off
     while its bias check agrees (gap 0.013, 0.010 on the oldest stack), so it comes without a
-    warning and with a finite SE that covers log Z = 0 (before stop 53 such runs warned with
-    SE = inf); key 34 drew a dominating weight, 0.11 nat high (0.14), and its reverse anneal
-    lies 0.14 below (0.17): still warned."""
+    warning and with a finite SE that covers log Z = 0 (such runs once warned with SE = inf);
+    key 34 drew a dominating weight, 0.11 nat high (0.14), and its reverse anneal lies 0.14
+    below (0.17): still warned."""
     model = _TargetModel(_banana, 2, 3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ph.EvidenceWarning)
@@ -430,6 +430,15 @@ def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_hig
     assert set(ev.cleared) == {"pareto_k", "lag"} and not ev.checks
     assert [r.num_steps for r in ev.trajectory] == [1000]  # fixed: one run, no ladder
     assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
+    # one signal in ArviZ: the fields pm.sample_smc's users read carry the call's answer and
+    # flag no chain of a call that raised no warning; the chain's own weights' figures stay
+    ss = ph.arviz.group(ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 2))},
+                                          checks=ev.checks, trajectory=ev.trajectory,
+                                          evidence=ev), "sample_stats")  # fmt: skip
+    assert float(ss["log_marginal_likelihood"][0]) == ev.log_z == float(ss["log_evidence"])
+    assert float(ss["log_marginal_likelihood_se"][0]) == ev.log_z_se
+    assert not bool(ss["evidence_warning"].any()) and ev.results[0].warning
+    assert float(ss["chain_log_marginal_likelihood"][0]) == ev.results[0].log_z
     with pytest.warns(ph.EvidenceWarning, match="pareto_k"):
         high = evidence(jax.random.key(34), model, num_steps=1000, progress_bar=False)
     assert high.log_z > 0.1 and high.bias_gap < -0.1 and not high.cleared

@@ -490,7 +490,7 @@ def test_an_ordered_transform_sets_the_prior_aside():
     and the prior mass kept there, from 4096 draws: 0.5 ± 0.008);
     ``initial="prior"`` refuses, naming the cause. Exact: the two-mean mixture's integral
     over the cone by quadrature. (``pm.sample_smc`` gave −160.5 for −125.4 on such a model,
-    silently: docs/architecture.md, stop 64.)"""
+    silently.)"""
     rng = np.random.default_rng(0)
     y = np.concatenate([rng.normal(-2.0, 1.0, 15), rng.normal(2.0, 1.0, 15)])
     with pm.Model() as model:

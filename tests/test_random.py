@@ -199,7 +199,7 @@ def test_step_keys_are_independent_across_steps_and_split_like_a_population(key)
     assert not np.any(np.all(np.asarray(whole) == np.asarray(other), axis=1))
 
 
-# -- a battery of empirical tests (issue 32 item 6) --------------------------------------------
+# -- a battery of empirical tests ------------------------------------------------------------
 # Classical tests (bit frequency, serial pairs and triples, the Hamming distance of neighbours,
 # GF(2) ranks of 32×32 bit matrices, birthday spacings with DIEHARD's parameters) applied to
 # the words in the orders the annealer consumes them: one key's counters, neighbouring
@@ -335,7 +335,7 @@ def test_the_words_pass_a_battery_of_empirical_tests_that_weak_generators_fail()
 
     # power: a Weyl sequence (the counter times the golden ratio, keyed) fails the serial,
     # rank and spacing tests; one round of an integer mixer (lowbias32, the hash these draws
-    # used until stop 55, three rounds deep) fails the Hamming test
+    # once used, three rounds deep) fails the Hamming test
     def weyl(k, shape, salt):
         k0, k1 = fr._key_words(k)
         return (_counter(shape, salt) * jnp.uint32(0x9E3779B9) + k0) ^ k1

@@ -158,8 +158,8 @@ def test_float64_is_scoped_to_the_call():
         h.run(jax.random.key(0), jnp.array([0.3, -0.5]))
         assert h.results[0].log_weights.dtype.name == "float64"
         h.get_samples()
-        # the start's own entry point too (its Laplace fit ran in float32 when stop 51's
-        # refactor moved the decorator off _choose_initial)
+        # the start's own entry point too (its Laplace fit once ran in float32 when a
+        # refactor moved the decorator off the start's chooser)
         import ppl_hais as ph
         from ppl_hais.evidence import choose_initial
         class Model:

@@ -134,10 +134,11 @@ PROCESS = re.compile(r"\b[Ss]tops? [0-9]+\b|\b[Ii]ssues? #?[0-9]+\b")
 
 def test_the_product_names_no_step_of_the_process():
     # code, docs and README give reasons and designs, not the history of how they came about
-    listed = subprocess.run(["git", "ls-files", "ppl_hais", "adapters", "docs", "README.md"],
-                            cwd=ROOT, capture_output=True, text=True, check=False).stdout.split()
+    folders = ("ppl_hais", "adapters", "docs", "tests", "benchmarks")
+    listed = subprocess.run(["git", "ls-files", *folders, "README.md"], cwd=ROOT,
+                            capture_output=True, text=True, check=False).stdout.split()
     if not listed:  # not a git checkout: read the folders
-        listed = [str(p.relative_to(ROOT)) for d in ("ppl_hais", "adapters", "docs")
+        listed = [str(p.relative_to(ROOT)) for d in folders
                   for p in (ROOT / d).rglob("*") if p.is_file()] + ["README.md"]  # fmt: skip
     hits = []
     for rel in listed:

@@ -650,8 +650,8 @@ def test_a_failed_laplace_fit_counts_its_gradients_once_and_is_not_fitted_again(
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)
     options = dict(num_steps=50, kernel_options=HAISOptions.of({}),
                    pilot_options=PilotOptions.of({}))  # fmt: skip
-    first = starts._choose_initial(jax.random.key(0), model, "auto", **options)
-    second = starts._choose_initial(jax.random.key(0), model, "auto", **options)
+    first = starts.choose_initial_counted(jax.random.key(0), model, "auto", **options)
+    second = starts.choose_initial_counted(jax.random.key(0), model, "auto", **options)
     assert first[0] == second[0] == "prior" and set(first[3]) == {"prior"}
     assert (first[4], second[4]) == (100 + 1234, 100)
     assert len(fits) == 1
@@ -682,8 +682,8 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     model = Regression(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.ones(3), 1.0)  # 1 mode
     options = dict(num_steps=50, kernel_options=HAISOptions.of({}),
                    pilot_options=PilotOptions.of({}))  # fmt: skip
-    first = starts._choose_initial(jax.random.key(0), model, "auto", **options)
-    second = starts._choose_initial(jax.random.key(0), model, "auto", **options)
+    first = starts.choose_initial_counted(jax.random.key(0), model, "auto", **options)
+    second = starts.choose_initial_counted(jax.random.key(0), model, "auto", **options)
     assert set(first[3]) == set(second[3]) == {"prior", "laplace"}  # no VI start piloted
     laplace = starts.model_cache(model)["laplace_gradients"]
     probe = 4 * model.dim + 1  # the tail probe's density evaluations (ppl_hais.tails)
@@ -695,7 +695,7 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     # the Student-t fit starts from the Gaussian one: its failure is counted once, not twice
     fresh = Regression(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.ones(3), 1.0)
     with pytest.warns(UserWarning, match="falling back"):
-        starts._choose_initial(jax.random.key(0), fresh, "student_t", **options)
+        starts.choose_initial_counted(jax.random.key(0), fresh, "student_t", **options)
     spent = {k: v for k, v in starts.model_cache(fresh).items() if k.endswith("_gradients")}
     assert spent.get("vi_gradients") == 64 and "student_t_gradients" not in spent
 
@@ -752,11 +752,11 @@ def test_a_prior_drawn_outside_the_support_is_set_aside_under_auto(monkeypatch):
                    pilot_options=PilotOptions.of({}))  # fmt: skip
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)
     with pytest.warns(UserWarning, match=r"about 0\.531 of its mass there \(34 of 64"):
-        name, _, _, choice, spent = starts._choose_initial(jax.random.key(0), model, "auto",
+        name, _, _, choice, spent = starts.choose_initial_counted(jax.random.key(0), model, "auto",
                                                            **options)  # fmt: skip
     assert name == "laplace" and set(choice) == {"laplace"} and spent >= 100
     with pytest.raises(InitialSupportError, match="ordered"):
-        starts._choose_initial(jax.random.key(0), model, "prior", **options)
+        starts.choose_initial_counted(jax.random.key(0), model, "prior", **options)
 
     def failing(log_density, starts_):
         raise LaplaceError("the Hessian at the mode is not positive definite", 10)
@@ -764,5 +764,6 @@ def test_a_prior_drawn_outside_the_support_is_set_aside_under_auto(monkeypatch):
     monkeypatch.setattr(fits_module, "laplace_fit", failing)
     monkeypatch.setattr(starts, "_vi_candidates", lambda m: {})
     with pytest.raises(InitialSupportError, match="30 of 64"):
-        starts._choose_initial(jax.random.key(0), Regression(np.ones((3, 2)), np.ones(3), 1.0),
-                               "auto", **options)  # fmt: skip
+        starts.choose_initial_counted(jax.random.key(0),
+                                      Regression(np.ones((3, 2)), np.ones(3), 1.0), "auto",
+                                      **options)  # fmt: skip

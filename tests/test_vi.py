@@ -1,4 +1,4 @@
-"""Issue 31 item 1: natural-gradient variational fits (Gaussian full-rank and diagonal,
+"""Natural-gradient variational fits (Gaussian full-rank and diagonal,
 Student-t) as annealing starts: exact on conjugate Gaussian posteriors, fewer gradients than
 plain (Adam) gradients, `initial="vi"`/`"student_t"` through the evidence workflow and both
 adapters, the fit's failure a clear message with a fallback."""

@@ -11,10 +11,10 @@ Example
 ...     numpyro.sample("y", dist.Normal(x, 1.0), obs=y)
 >>> y = np.zeros(2)
 >>> tr = handlers.trace(handlers.seed(model, 0)).get_trace(np.zeros(2), y=y)
->>> check_data(model, (np.array([0.0, np.nan]),), {"y": y}, tr)
+>>> check_data(model, (np.array([1.5, np.nan]),), {"y": y}, tr)
 Traceback (most recent call last):
     ...
-ValueError: model argument 'x' has 1 NaN/inf value(s) of 2: ...
+ValueError: model argument 'x' has 1 NaN value(s) of 2: ...
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ def _observed_values(tr):
 
 
 def check_data(model, args, kwargs, tr):
-    """Refuse a model argument with NaN/inf values that is not an observed site's value (a
-    predictor with missing entries): every density evaluation would be NaN where it enters,
-    and the run would end in zero weights with nothing pointing at the data."""
+    """Refuse a model argument (an array) with NaN values that is not an observed site's value
+    (a predictor with missing entries): every density evaluation would be NaN where it enters,
+    and the run would end in zero weights with nothing pointing at the data. An observation's
+    missing entries are the model's to mask (``obs_mask``, ``handlers.mask``)."""
     try:
         bound = inspect.signature(model).bind_partial(*args, **kwargs).arguments
     except (TypeError, ValueError):
@@ -67,13 +68,15 @@ def check_data(model, args, kwargs, tr):
             x = np.asarray(value)
         except Exception:  # not an array: nothing to check
             continue
-        if not np.issubdtype(x.dtype, np.floating) or np.all(np.isfinite(x)):
+        if not np.issubdtype(x.dtype, np.floating) or x.ndim == 0 or not np.isnan(x).any():
             continue
-        if any(o.shape == x.shape and np.array_equal(o, x, equal_nan=True)
+        seen = ~np.isnan(x)
+        if any(o.shape == x.shape and np.array_equal(o[seen], x[seen])
                for o in _observed_values(tr)):  # fmt: skip
-            continue  # observations: the observed site's own check names obs_mask
+            continue  # observations (missing entries masked in the model, or the observed
+            # site's own check names obs_mask)
         raise ValueError(
-            f"model argument '{name}' has {int(np.sum(~np.isfinite(x)))} NaN/inf value(s) of "
+            f"model argument '{name}' has {int(np.sum(~seen))} NaN value(s) of "
             f"{x.size}: the model's density is NaN wherever they enter, so no run could weigh "
             "its particles. Impute them or drop the rows that hold them (missing "
             "observations, rather than predictors, are marked with obs_mask=...)."

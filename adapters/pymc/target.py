@@ -234,9 +234,9 @@ def _ancestors(outputs):
 
 
 def check_inputs(model):
-    """Refuse data (``pm.Data`` or an array written into the model) with NaN/inf values that
-    enter the observed variables' distributions, a predictor with missing entries: the density
-    is NaN wherever they enter, and no run could weigh its particles."""
+    """Refuse an array written into the model with NaN values that enters the observed
+    variables' distributions, a predictor with missing entries: the density is NaN wherever
+    they enter, and no run could weigh its particles (``pm.Data`` refuses NaN itself)."""
     observed = set(model.observed_RVs)
     for rv in model.observed_RVs:
         for var in _ancestors(rv.owner.inputs):
@@ -244,13 +244,14 @@ def check_inputs(model):
             if value is None and hasattr(var, "get_value"):  # pm.Data, a shared variable
                 value = var.get_value(borrow=True)
             x = np.asarray(value) if value is not None else None
-            if (x is None or var in observed or not np.issubdtype(x.dtype, np.floating)
-                    or np.all(np.isfinite(x))):  # fmt: skip
+            # arrays only: a scalar inf or NaN is how graphs write bounds and guards
+            if (x is None or var in observed or x.ndim == 0
+                    or not np.issubdtype(x.dtype, np.floating) or not np.isnan(x).any()):
                 continue
             what = f"pm.Data '{var.name}'" if var.name else f"an array of shape {x.shape}"
             raise ValueError(
                 f"{what} that enters observed variable '{rv.name}' has "
-                f"{int(np.sum(~np.isfinite(x)))} NaN/inf value(s): the model's density is NaN "
+                f"{int(np.sum(np.isnan(x)))} NaN value(s): the model's density is NaN "
                 "wherever they enter, so no run could weigh its particles. Impute them or drop "
                 "the rows that hold them (missing observations, rather than predictors, PyMC "
                 "imputes when observed= holds NaN)."
