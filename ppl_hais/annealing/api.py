@@ -31,12 +31,13 @@ from ..estimators import systematic
 from ..mcmc import fast_random
 from ..options import of_keywords
 from ..precision import float64
-from ..result import AISResult, AnnealingTrace
+from ..result import AISResult
 from ..schedules import adaptive_schedule, make_schedule
 from ..target import AnnealingTarget
 from .bias import check_bias, needs_check, with_bias
 from .execution import GROUP_PARTICLES, initial_sampler, resolve_devices, run
 from .kernels import HAISOptions, TransitionKernel, mixed_kernel
+from .outputs import chain_results
 from .pilot import Pilot, PilotOptions, survey
 
 __all__ = ["RunOptions", "ais", "bdmc", "hais"]
@@ -178,15 +179,7 @@ def ais(
     _check_initial(target, rng_key)
     start = time.perf_counter()
     key_pilot, key_main, key_sample, key_reverse = fast_random.host_split(rng_key, 4)
-    auto = isinstance(step_size, str)
-    if auto and step_size != "auto":
-        raise ValueError("step_size must be a positive number or 'auto'")
-    if not auto:
-        step_size = float(step_size)
-        if not step_size > 0:
-            raise ValueError("step_size must be positive")
-    if auto and target_accept is None:
-        target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
+    auto, step_size, target_accept = _step_size(step_size, target_accept, kernel)
     num_pilot = int(num_pilot_particles) if (auto or adaptive) and pilot is None else 0
     # one draw (one compiled sampler) for the pilot's and the main run's initial particles
     positions = initial_sampler(target, num_pilot + num_chains * num_particles)(key_sample)
@@ -213,27 +206,9 @@ def ais(
     )  # fmt: skip
     reverse = None
     if bidirectional or reverse_from is not None:
-        if reverse_from is None:
-            idx = systematic(np.asarray(out.log_weights), max(num_particles // 4, 2), 0.5)
-            reverse_from = np.asarray(out.particles)[idx]
-        start_rev = jnp.asarray(np.atleast_2d(np.asarray(reverse_from, dtype=float)))
-        if start_rev.shape[-1] != positions.shape[-1]:
-            raise ValueError(
-                f"reverse_from has {start_rev.shape[-1]} coordinates; the target has "
-                f"{positions.shape[-1]}"
-            )
-        reverse = run(
-            key_reverse, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
-            start_rev, desc="reverse", **tuning,
-        )  # fmt: skip
+        reverse = _reverse_run(key_reverse, target, kernel, betas, (ref_betas, ref_log_step),
+                               out, reverse_from, tuning)  # fmt: skip
     wall = time.perf_counter() - start
-    trace = AnnealingTrace(
-        beta=np.asarray(out.bin_beta),
-        acceptance_rate=np.asarray(out.acceptance),
-        step_size=np.asarray(out.step_size),
-        ess=np.asarray(out.ess),
-        log_z=np.asarray(out.log_z) + target.log_z_initial,
-    )
     settings = dict(
         kernel=kernel.name,
         num_particles=num_particles,
@@ -256,25 +231,7 @@ def ais(
         settings["reverse_from"] = "exact draws" if bidirectional is False else "own particles"
     if num_chains > 1:
         settings["num_chains"] = num_chains
-    results = []
-    for c in range(num_chains):
-        part = slice(c * num_particles, (c + 1) * num_particles)
-        result = AISResult.from_log_weights(
-            np.asarray(out.log_weights)[part],
-            particles=np.asarray(out.particles)[part],
-            final_log_ratio=np.asarray(out.log_ratio)[part],
-            outside=diagnostics.outside_fraction(
-                np.asarray(out.start_log_initial)[part], np.asarray(out.log_initial)[part]
-            ),
-            betas=betas,
-            trace=trace,
-            particle_nonfinite=np.asarray(out.particle_nonfinite)[part],
-            log_z_initial=target.log_z_initial,
-            settings=dict(settings, chain=c) if num_chains > 1 else settings,
-            wall_time=wall / num_chains,
-            reverse_log_weights=None if reverse is None else np.asarray(reverse.log_weights),
-        )
-        results.append(result)
+    results = chain_results(out, reverse, target, betas, settings, num_chains, wall)
     if bias_check and reverse is None and not kernel.name.endswith("+discrete"):
         if bias_check is True or needs_check(results):
             check = check_bias(fast_random.host_fold_in(rng_key, 29), target, results, pilot,
@@ -377,6 +334,37 @@ def hais(
         step_size=step_size,
         **kwargs,
     )
+
+
+def _step_size(step_size, target_accept, kernel):
+    """(tuned by the pilot, the step size, the pilot's acceptance target), checked."""
+    auto = isinstance(step_size, str)
+    if auto and step_size != "auto":
+        raise ValueError("step_size must be a positive number or 'auto'")
+    if not auto:
+        step_size = float(step_size)
+        if not step_size > 0:
+            raise ValueError("step_size must be positive")
+    if auto and target_accept is None:
+        target_accept = 0.9 if kernel.gradients_per_step > 0 else 0.3
+    return auto, step_size, target_accept
+
+
+def _reverse_run(rng_key, target, kernel, betas, reference, out, reverse_from, tuning):
+    """The anneal back from ``reverse_from`` (default: a quarter of the main run's particles,
+    resampled by weight) over the same schedule and tuning."""
+    if reverse_from is None:
+        num = max(len(out.log_weights) // 4, 2)
+        idx = systematic(np.asarray(out.log_weights), num, 0.5)
+        reverse_from = np.asarray(out.particles)[idx]
+    start = jnp.asarray(np.atleast_2d(np.asarray(reverse_from, dtype=float)))
+    dim = np.shape(out.particles)[-1]
+    if start.shape[-1] != dim:
+        raise ValueError(
+            f"reverse_from has {start.shape[-1]} coordinates; the target has {dim}"
+        )
+    return run(rng_key, target, kernel, betas[::-1].copy(), *reference, start, desc="reverse",
+               **tuning)  # fmt: skip
 
 
 def _check_initial(target, rng_key):

@@ -1,5 +1,6 @@
-"""Host-side: the outputs of a run's particle groups merged into one, and the scan's bins of
-temperatures merged into a result's ``num_bins`` groups (:mod:`.execution` runs the scan).
+"""Host-side: the outputs of a run's particle groups merged into one, the scan's bins of
+temperatures merged into a result's ``num_bins`` groups (:mod:`.execution` runs the scan), and
+one :class:`~ppl_hais.AISResult` per chain from them.
 
 Example
 -------
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["finish", "merge_groups"]
+from .. import diagnostics
+from ..result import AISResult, AnnealingTrace
+
+__all__ = ["chain_results", "finish", "merge_groups"]
 
 
 _PER_PARTICLE = ("log_weights", "particles", "log_ratio", "log_initial", "start_log_initial",
@@ -86,3 +90,35 @@ def _grouped(sums, counts, num_bins):
     total = np.add.reduceat(counts[rows].astype(float), at)
     merged = np.add.reduceat(sums[rows], at, axis=0)
     return merged / total.reshape(-1, *[1] * (merged.ndim - 1))
+
+
+def chain_results(out, reverse, target, betas, settings, num_chains, wall):
+    """One :class:`AISResult` per chain from the main run's outputs (chain c: particles
+    c·P … (c+1)·P − 1), each with its own checks; the trace is the whole population's."""
+    trace = AnnealingTrace(
+        beta=np.asarray(out.bin_beta),
+        acceptance_rate=np.asarray(out.acceptance),
+        step_size=np.asarray(out.step_size),
+        ess=np.asarray(out.ess),
+        log_z=np.asarray(out.log_z) + target.log_z_initial,
+    )
+    num_particles = len(out.log_weights) // num_chains
+    results = []
+    for c in range(num_chains):
+        part = slice(c * num_particles, (c + 1) * num_particles)
+        results.append(AISResult.from_log_weights(
+            np.asarray(out.log_weights)[part],
+            particles=np.asarray(out.particles)[part],
+            final_log_ratio=np.asarray(out.log_ratio)[part],
+            outside=diagnostics.outside_fraction(
+                np.asarray(out.start_log_initial)[part], np.asarray(out.log_initial)[part]
+            ),
+            betas=betas,
+            trace=trace,
+            particle_nonfinite=np.asarray(out.particle_nonfinite)[part],
+            log_z_initial=target.log_z_initial,
+            settings=dict(settings, chain=c) if num_chains > 1 else settings,
+            wall_time=wall / num_chains,
+            reverse_log_weights=None if reverse is None else np.asarray(reverse.log_weights),
+        ))  # fmt: skip
+    return results

@@ -111,6 +111,47 @@ def bridge_sampling(
     return result
 
 
+def _checked_draws(draws) -> np.ndarray:
+    """The draws as (chains, draws, D), refused where the bridge cannot use them."""
+    x = np.asarray(draws, dtype=float)
+    x = x[None] if x.ndim == 2 else x
+    if x.ndim != 3:
+        raise ValueError(f"draws must be shaped (chains, draws, D) or (draws, D), got {x.shape}")
+    if x.shape[1] < MIN_DRAWS:
+        raise ValueError(
+            f"{x.shape[1]} draws per chain: bridge sampling needs at least {MIN_DRAWS} (half "
+            "fit the proposal, half enter the bridge); draw more (pm.sample(draws=1000) or "
+            "MCMC(num_samples=1000) are typical)"
+        )
+    if not np.all(np.isfinite(x)):
+        raise ValueError("the draws contain NaN/inf values")
+    return x
+
+
+def _log_densities(rng_key, evaluate, proposal, post, n2, method):
+    """((log q, log g) at the posterior draws, the same at ``n2`` proposal draws, the density
+    evaluations spent); for warp-III, q is the symmetrized warped density over η."""
+    if method != "warp3":
+        prop = np.asarray(proposal.sample(rng_key, (n2,)))
+        log_g = jax.vmap(proposal.log_prob)
+        return ((evaluate(post), np.asarray(log_g(jnp.asarray(post)))),
+                (evaluate(prop), np.asarray(log_g(jnp.asarray(prop)))), len(post) + n2)  # fmt: skip
+    std = Gaussian(np.zeros(post.shape[-1]))
+    tril, mean = proposal.scale_tril, proposal.mean
+    log_det = float(np.sum(np.log(np.abs(np.diag(tril)))))
+
+    def warped(eta):  # log of ½[q(μ + Lη) + q(μ − Lη)]·|L|: two evaluations per point
+        plus, minus = mean + eta @ tril.T, mean - eta @ tril.T
+        return np.logaddexp(evaluate(plus), evaluate(minus)) - np.log(2.0) + log_det
+
+    eta_post = (post - mean) @ np.linalg.inv(tril).T
+    eta_prop = np.asarray(std.sample(rng_key, (n2,)))
+    log_g = jax.vmap(std.log_prob)
+    return ((warped(eta_post), np.asarray(log_g(jnp.asarray(eta_post)))),
+            (warped(eta_prop), np.asarray(log_g(jnp.asarray(eta_prop)))),
+            2 * (len(post) + n2))  # fmt: skip
+
+
 @float64
 def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, tol=1e-10,
            max_iter=1000, diverging=None) -> BridgeResult:  # fmt: skip
@@ -118,47 +159,15 @@ def bridge(rng_key, log_density, draws, *, method="normal", num_proposal=None, t
     start = time.perf_counter()
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    x = np.asarray(draws, dtype=float)
-    x = x[None] if x.ndim == 2 else x
-    if x.ndim != 3:
-        raise ValueError(f"draws must be shaped (chains, draws, D) or (draws, D), got {x.shape}")
+    x = _checked_draws(draws)
     chains, per_chain, dim = x.shape
-    if per_chain < MIN_DRAWS:
-        raise ValueError(
-            f"{per_chain} draws per chain: bridge sampling needs at least {MIN_DRAWS} (half fit "
-            "the proposal, half enter the bridge); draw more (pm.sample(draws=1000) or "
-            "MCMC(num_samples=1000) are typical)"
-        )
-    if not np.all(np.isfinite(x)):
-        raise ValueError("the draws contain NaN/inf values")
     half = per_chain // 2
     fit, post = x[:, :half].reshape(-1, dim), x[:, half:]
     proposal = _fit_proposal(fit, method)
-    evaluate = _batched(log_density)
     n1 = post.shape[0] * post.shape[1]
     n2 = int(num_proposal or n1)
-    if method == "warp3":
-        std = Gaussian(np.zeros(dim))
-        tril, mean = proposal.scale_tril, proposal.mean
-        log_det = float(np.sum(np.log(np.abs(np.diag(tril)))))
-
-        def warped(eta):  # log of ½[q(μ + Lη) + q(μ − Lη)]·|L|: two evaluations per point
-            plus, minus = mean + eta @ tril.T, mean - eta @ tril.T
-            both = np.logaddexp(evaluate(plus), evaluate(minus))
-            return both - np.log(2.0) + log_det
-
-        eta_post = (post.reshape(-1, dim) - mean) @ np.linalg.inv(tril).T
-        eta_prop = np.asarray(std.sample(rng_key, (n2,)))
-        log_q1, log_q2 = warped(eta_post), warped(eta_prop)
-        log_g1 = np.asarray(jax.vmap(std.log_prob)(jnp.asarray(eta_post)))
-        log_g2 = np.asarray(jax.vmap(std.log_prob)(jnp.asarray(eta_prop)))
-        evaluations = 2 * (n1 + n2)
-    else:
-        prop = np.asarray(proposal.sample(rng_key, (n2,)))
-        log_q1, log_q2 = evaluate(post.reshape(-1, dim)), evaluate(prop)
-        log_g1 = np.asarray(jax.vmap(proposal.log_prob)(jnp.asarray(post.reshape(-1, dim))))
-        log_g2 = np.asarray(jax.vmap(proposal.log_prob)(jnp.asarray(prop)))
-        evaluations = n1 + n2
+    (log_q1, log_g1), (log_q2, log_g2), evaluations = _log_densities(
+        rng_key, _batched(log_density), proposal, post.reshape(-1, dim), n2, method)
     if not np.all(np.isfinite(log_q1)):
         bad = int(np.sum(~np.isfinite(log_q1)))
         raise ValueError(
