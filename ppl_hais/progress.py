@@ -25,6 +25,7 @@ import contextlib
 import contextvars
 import itertools
 import logging
+import os
 import threading
 import time
 import warnings
@@ -125,8 +126,11 @@ def open_bar(total, desc):
         from tqdm.auto import tqdm
 
     run_id = next(_RUN_IDS)
-    # left on screen when closed, as NumPyro's and PyMC's bars are: one line per phase
-    _BARS[run_id] = tqdm(total=total, desc=desc, leave=True, mininterval=0.3)
+    # left on screen when closed, as NumPyro's and PyMC's bars are: one line per phase.
+    # TQDM_DISABLE=1 switches them off everywhere, as it does tqdm's text bars (its notebook
+    # bars ignore the variable): an executed documentation page shows results only
+    off = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true")
+    _BARS[run_id] = tqdm(total=total, desc=desc, leave=True, mininterval=0.3, disable=off)
     return run_id
 
 
