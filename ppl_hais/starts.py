@@ -137,8 +137,8 @@ def choose_initial(rng_key, model: ModelDensity, initial="auto", *, num_steps=10
     refuse_unknown({k: v for k, v in hais_kwargs.items() if k not in known}, "choose_initial",
                    known)  # fmt: skip
     return choose_initial_counted(rng_key, model, initial, num_steps=num_steps,
-                           kernel_options=HAISOptions.of(hais_kwargs),
-                           pilot_options=PilotOptions.of(hais_kwargs))[:4]  # fmt: skip
+                                  kernel_options=HAISOptions.of(hais_kwargs),
+                                  pilot_options=PilotOptions.of(hais_kwargs))[:4]  # fmt: skip
 
 
 def _named_candidates(model, initial):
