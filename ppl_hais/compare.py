@@ -35,12 +35,12 @@ def _from_idata(idata):
     ss = idata["sample_stats"]
     if "log_marginal_likelihood" not in ss and "log_evidence" not in ss:
         raise ValueError(f"this InferenceData {DRAWS_ONLY}")
+    gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
+    short = float(ss.attrs.get("shortfall", float("nan")))
+    up = float(ss.attrs.get("excess", float("nan")))
     if "log_evidence" in ss:  # the evidence workflow's own pooled estimate and its checks
-        gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
         return (float(ss["log_evidence"].values), float(ss["log_evidence_se"].values),
-                bool(ss.attrs.get("evidence_checks")), gap,
-                float(ss.attrs.get("shortfall", float("nan"))),
-                float(ss.attrs.get("excess", float("nan"))))  # fmt: skip
+                bool(ss.attrs.get("evidence_checks")), gap, short, up)  # fmt: skip
     lml = np.asarray(ss["log_marginal_likelihood"].values)
     if lml.dtype == object:
         # pm.sample_smc: per chain its stages' values (NaN until β = 1), as (chain, stage)
@@ -53,9 +53,6 @@ def _from_idata(idata):
         ("evidence_warning" in ss and np.any(np.asarray(ss["evidence_warning"].values)))
         or ss.attrs.get("evidence_checks")
     )
-    gap = float(ss["bias_gap"].values) if "bias_gap" in ss else float("nan")
-    short = float(ss.attrs.get("shortfall", float("nan")))
-    up = float(ss.attrs.get("excess", float("nan")))
     if "log_marginal_likelihood_se" in ss:
         se = np.asarray(ss["log_marginal_likelihood_se"].values, float)
         est, var = pool(lml, se)

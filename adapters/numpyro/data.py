@@ -1,5 +1,5 @@
 """The data a NumPyro model is run on, checked before anything compiles: observations that
-broadcast against their distribution, and model arguments with NaN/inf values that are not
+broadcast against their distribution, and array arguments with NaN values that are not
 observations. Each refusal names the argument or site, both shapes, and the remedy.
 
 Example
