@@ -26,7 +26,7 @@ from trust_heldout import student
 
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
-from ppl_hais.validation import product_of_experts
+from ppl_hais.model.validation import product_of_experts
 
 
 def as_model(target):

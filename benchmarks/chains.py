@@ -31,7 +31,7 @@ import trust_suite
 import ppl_hais as ph
 from ppl_hais.annealing import survey
 from ppl_hais.annealing.execution import layout
-from ppl_hais.validation import product_of_experts
+from ppl_hais.model.validation import product_of_experts
 
 CHAINS = (1, 2, 4)
 

@@ -26,7 +26,7 @@ import _machine  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
-from ppl_hais import validation as ex  # noqa: E402
+from ppl_hais.model import validation as ex  # noqa: E402
 
 ph.enable_x64()
 

@@ -32,8 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppl_hais as ph
-from ppl_hais import starts
-from ppl_hais.validation import product_of_experts
+from ppl_hais.model.validation import product_of_experts
+from ppl_hais.starts import choose as starts
 from ppl_hais.vi import fit_vi
 
 STEPS = (100, 300, 1000, 3000)

@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppl_hais as ph
-from ppl_hais import validation as ex
 from ppl_hais.annealing.execution import (
     _scale_args,
     _schedule_args,
@@ -32,7 +31,8 @@ from ppl_hais.annealing.execution import (
     run,
 )
 from ppl_hais.mcmc import fast_random
-from ppl_hais.structure import split
+from ppl_hais.model import validation as ex
+from ppl_hais.runtime.structure import split
 
 ph.enable_x64()
 

@@ -26,8 +26,8 @@ from scipy import integrate, special, stats
 
 import ppl_hais as ph
 from ppl_hais.evidence import evidence
-from ppl_hais.target import num_draws
-from ppl_hais.validation import product_of_experts
+from ppl_hais.model.target import num_draws
+from ppl_hais.model.validation import product_of_experts
 
 
 class Model:

@@ -55,7 +55,7 @@ import numpy as np
 from scipy import special, stats
 
 import ppl_hais as ph
-from ppl_hais.validation import product_of_experts
+from ppl_hais.model.validation import product_of_experts
 
 LOG2PI = math.log(2 * math.pi)
 
@@ -452,7 +452,7 @@ def rung_features(ev, seconds):
 
 
 def collect(args):
-    from ppl_hais.annealing.bias import needs_check
+    from ppl_hais.estimate.bias import needs_check
     from ppl_hais.evidence import evidence
 
     out = []

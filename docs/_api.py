@@ -31,6 +31,16 @@ def _kind(obj) -> str:
     return "autodata"
 
 
+def _public_path(parent: str, attr: str, module) -> str:
+    """The path users import a namespace by (``ppl_hais.ladder``), where it differs from the
+    module's home in the layered package (``ppl_hais.checks.ladder``)."""
+    try:
+        importlib.import_module(f"{parent}.{attr}")
+    except ImportError:
+        return module.__name__
+    return f"{parent}.{attr}"
+
+
 def _modules():
     """The modules to document, in order: the roots, then every module their __all__ names."""
     order, queue = [], list(ROOTS)
@@ -43,7 +53,7 @@ def _modules():
         for attr in getattr(module, "__all__", []):
             obj = getattr(module, attr)
             if isinstance(obj, types.ModuleType) and obj.__name__.startswith("ppl_hais"):
-                queue.append(obj.__name__)
+                queue.append(_public_path(name, attr, obj))
     return order
 
 

@@ -15,21 +15,7 @@ Example
 True
 """
 
-from . import (
-    arviz,
-    bridge,
-    compilation_cache,
-    diagnostics,
-    energy,
-    exchange,
-    ladder,
-    mcmc,
-    plots,
-    refinement,
-    sbn,
-    vi,
-)
-from .annealing import ais, bdmc, hais
+from . import bridge, mcmc, old_paths
 from .annealing.kernels import (
     TransitionKernel,
     hais_kernel,
@@ -38,16 +24,11 @@ from .annealing.kernels import (
     resampled_hmc_kernel,
 )
 from .bridge import BridgeResult, bridge_sampling
-from .compare import compare_evidence
-from .diagnostics import EvidenceWarning
-from .exchange import BoundedEnergy, RejectionBudgetError
-from .laplace import laplace_gaussian
-from .likelihood import LogLikelihoodEstimate, analysis_log_likelihood, generative_log_likelihood
+from .checks import diagnostics, ladder
+from .checks.diagnostics import EvidenceWarning
+from .estimate.annealers import ais, bdmc, hais
 from .mcmc.hmc import refresh_fraction
-from .precision import enable_x64
-from .refinement import refine
-from .result import AISResult, AnnealingError, AnnealingTrace
-from .schedules import (
+from .model.schedules import (
     adaptive_schedule,
     geometric_schedule,
     linear_schedule,
@@ -55,12 +36,29 @@ from .schedules import (
     sigmoid_schedule,
     survey_schedule,
 )
-from .tails import IndependentStudentT
-from .target import AnnealingTarget, Gaussian, GaussianMixture, Potential, StudentT
+from .model.tails import IndependentStudentT
+from .model.target import AnnealingTarget, Gaussian, GaussianMixture, Potential, StudentT
+from .research import energy, exchange, refinement, sbn
+from .research.exchange import BoundedEnergy, RejectionBudgetError
+from .research.likelihood import (
+    LogLikelihoodEstimate,
+    analysis_log_likelihood,
+    generative_log_likelihood,
+)
+from .research.refinement import refine
+from .results import arviz, plots
+from .results.result import AISResult, AnnealingError, AnnealingTrace
+from .runtime import compilation_cache
+from .runtime.precision import enable_x64
+from .starts import vi
+from .starts.laplace import laplace_gaussian
+from .workflow import evidence  # noqa: F401  (the namespace ppl_hais.evidence)
+from .workflow.compare import compare_evidence
 
 __version__ = "0.1.0"
 
 compilation_cache.enable_by_default()
+old_paths.install()
 
 __all__ = [
     "arviz",

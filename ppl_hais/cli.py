@@ -25,7 +25,8 @@ def demo(args) -> int:
     import matplotlib.pyplot as plt
 
     import ppl_hais as ph
-    from ppl_hais import validation as ex
+
+    from .model import validation as ex
 
     ph.enable_x64()
     case = ex.product_of_experts(args.expert, dim=args.dim)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import ppl_hais as ph
-from ppl_hais import diagnostics, estimators
-from ppl_hais.annealing.bias import (
+from ppl_hais import diagnostics
+from ppl_hais.annealing.pilot import survey
+from ppl_hais.estimate.bias import (
     _own_draws,
     bennett,
     check_bias,
@@ -22,11 +23,11 @@ from ppl_hais.annealing.bias import (
     suspect_khat,
     suspect_outside,
 )
-from ppl_hais.annealing.pilot import survey
-from ppl_hais.budget import choose_num_steps
-from ppl_hais.estimators import pool
 from ppl_hais.evidence import evidence
-from ppl_hais.result import AISResult, AnnealingTrace
+from ppl_hais.results.result import AISResult, AnnealingTrace
+from ppl_hais.stats import estimators
+from ppl_hais.stats.estimators import pool
+from ppl_hais.workflow.budget import choose_num_steps
 
 
 class _TargetModel:

@@ -13,8 +13,8 @@ from scipy.special import logsumexp
 import ppl_hais as ph
 from ppl_hais.bridge import MIN_DRAWS
 from ppl_hais.bridge.sampling import bridge
-from ppl_hais.density import SplitDensity
-from ppl_hais.model_bridge import bridge_evidence
+from ppl_hais.model.density import SplitDensity
+from ppl_hais.workflow.model_bridge import bridge_evidence
 
 D = 3
 MEAN = np.array([1.0, -2.0, 0.5])
@@ -209,7 +209,7 @@ def test_divergent_draws_warn():
 
 
 def test_chain_ess_and_rhat_on_known_chains():
-    from ppl_hais.estimators import chain_ess, split_rhat
+    from ppl_hais.stats.estimators import chain_ess, split_rhat
 
     rng = np.random.default_rng(1)
     e = rng.normal(size=(4, 4000))

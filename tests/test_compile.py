@@ -62,9 +62,9 @@ def test_new_number_of_temperatures_compiles_nothing(executables):
 def test_bias_check_compiles_one_mcmc_for_every_start():
     """The bias check's MCMC samples the model's joint density, the same function from the
     prior and from a Laplace fit, so a second start compiles no second MCMC."""
-    from ppl_hais.density import SplitDensity
     from ppl_hais.evidence import evidence
     from ppl_hais.mcmc import sampler
+    from ppl_hais.model.density import SplitDensity
 
     class Model(SplitDensity):  # y = 1 under N(z, 0.5²) per coordinate, z ~ N(0, I)
         dim, improper, prior = 2, (), ph.Gaussian(jnp.zeros(2))
@@ -90,7 +90,7 @@ def test_mcmc_program_holds_the_log_density_once_per_role():
     when it reaches the check). The draws are those of the two loops; the sampler's own tests
     check them against exact moments."""
     from ppl_hais.mcmc import sampler
-    from ppl_hais.structure import split
+    from ppl_hais.runtime.structure import split
 
     def log_density(x):  # sinh marks each evaluation: its gradient is a cosh
         return -0.5 * jnp.sum(x**2) + 0.01 * jnp.sum(jnp.sinh(x))
@@ -114,8 +114,8 @@ def test_laplace_fit_and_bias_check_compile_only_their_programs(caplog):
     import logging
     import re
 
-    from ppl_hais.density import SplitDensity
     from ppl_hais.evidence import evidence
+    from ppl_hais.model.density import SplitDensity
 
     class Fresh(SplitDensity):  # a structure no other test compiled
         dim, improper, prior = 3, (), ph.Gaussian(jnp.zeros(3), 2.0)

@@ -39,7 +39,7 @@ def test_docstring_examples(name):
 
 def test_public_modules_cover_the_package():
     names = _public_modules()
-    for name in ["ppl_hais.annealing.scan", "ppl_hais.mcmc.hmc", "ppl_hais.energy.ising",
+    for name in ["ppl_hais.annealing.scan", "ppl_hais.mcmc.hmc", "ppl_hais.research.energy.ising",
                  "ppl_hais.adapters.numpyro", "ppl_hais.adapters.pymc"]:
         assert name in names
 

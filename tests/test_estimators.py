@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import ppl_hais as ph
-from ppl_hais import validation as ex
 from ppl_hais.mcmc import fast_random
+from ppl_hais.model import validation as ex
 
 Z_TOL = 4.0
 
@@ -186,7 +186,7 @@ def test_fixed_step_size_and_progress_bar(key, capsys):
 def test_a_bar_shared_by_particle_groups_shows_their_mean():
     """Particle groups move one bar: each ticks its own position, the bar shows their mean
     (groups waiting for a thread count as 0), and closing leaves nothing open."""
-    from ppl_hais import progress
+    from ppl_hais.runtime import progress
 
     bar = progress.shared_bar(100, "demo", 4)
     parts = [progress.open_run(100, "demo", part_of=bar) for _ in range(4)]

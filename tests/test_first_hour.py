@@ -12,7 +12,7 @@ import pytest
 
 import ppl_hais as ph
 from ppl_hais.adapters import numpyro as phn
-from ppl_hais.density import SplitDensity, improper_error
+from ppl_hais.model.density import SplitDensity, improper_error
 
 pm = pytest.importorskip("pymc")
 from ppl_hais.adapters import pymc as php  # noqa: E402

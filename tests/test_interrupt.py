@@ -51,9 +51,9 @@ def test_ctrl_c_stops_a_long_run_and_leaves_the_process_usable():
         # a shell runs background jobs with SIGINT ignored, and children inherit that: restore
         # Python's own handler, which is what a user's Ctrl-C meets
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        import ppl_hais.progress as progress
+        import ppl_hais.runtime.progress as progress
         progress.paced_tick = _timed(progress.paced_tick)
-        from ppl_hais.validation import product_of_experts
+        from ppl_hais.model.validation import product_of_experts
         target = product_of_experts("laplace", 36).target
         kw = dict(num_particles=200, step_size=0.1, schedule="linear", progress_bar=False)
         steps = 400_000  # about a minute of annealing on 2 cores
@@ -89,7 +89,7 @@ def test_ctrl_c_stops_reduced_flip_sampling():
         import os, signal, time
         import jax, jax.numpy as jnp, numpy as np, ppl_hais as ph
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        import ppl_hais.progress as progress
+        import ppl_hais.runtime.progress as progress
         progress.paced_tick = _timed(progress.paced_tick)
         logdensity = lambda x: -0.5 * jnp.sum(x**2)
         x0 = np.zeros((8, 20))

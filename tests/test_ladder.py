@@ -29,7 +29,7 @@ from ppl_hais.ladder import (
     shortfall,
     unsizable,
 )
-from ppl_hais.runs import PRECISE_SE
+from ppl_hais.workflow.runs import PRECISE_SE
 
 
 def _gaussian(dim=3, sd=2.0):

@@ -66,7 +66,7 @@ def test_normal_normal(dim):
 def test_local_steps_reach_the_pilot_and_the_run(monkeypatch):
     """``phn.HAIS(local_steps=True)``: the pilot tunes the per-particle transition the main
     run uses, and the estimate stays exact."""
-    import ppl_hais.starts as starts
+    import ppl_hais.starts.choose as starts
 
     kernels, real = [], starts.survey
     monkeypatch.setattr(starts, "survey", lambda k, t, kernel, **kw: kernels.append(kernel)
@@ -193,7 +193,8 @@ def independent_cauchy(dim=4):
 
 def test_heavy_tails_get_the_tail_start_by_default():
     """A Gaussian start (the prior, Laplace) cannot reach Cauchy tails; the default call
-    reads them along the Laplace axes and anneals from Student-t marginals (ppl_hais.tails)."""
+    reads them along the Laplace axes and anneals from Student-t marginals
+    (ppl_hais.model.tails)."""
     h = phn.HAIS(independent_cauchy, progress_bar=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ph.EvidenceWarning)
@@ -588,7 +589,7 @@ def test_the_bias_checks_mcmc_compiles_once_per_model_structure():
 
 def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     """Ten coordinates annealed from a N(0, 3²) prior with 64 particles a chain: the rung that
-    passes has an SE above 0.05, so it runs again and pools the particles (ppl_hais.runs);
+    passes has an SE above 0.05, so it runs again and pools the particles (ppl_hais.workflow.runs);
     the posterior keeps ``num_particles`` draws a chain, the estimate its exact value."""
     y = np.linspace(-2.0, 2.0, 10)
 

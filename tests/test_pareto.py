@@ -1,4 +1,4 @@
-"""Pareto k̂ (ppl_hais.pareto): the same number as ArviZ's PSIS at ArviZ's own tail length, on
+"""Pareto k̂ (ppl_hais.stats.pareto): the same number as ArviZ's PSIS at ArviZ's own tail length, on
 both ArviZ generations, and the right shape on weights whose tail is known."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from ppl_hais import diagnostics
-from ppl_hais.pareto import tail_length, tail_shape
+from ppl_hais.stats.pareto import tail_length, tail_shape
 
 
 def _weights(kind, size, seed):

@@ -324,8 +324,8 @@ def test_a_model_built_again_reuses_the_compiled_programs_and_other_data_does_no
     constants compared by value), so the annealer's compiled programs are reused and the same
     seed gives the same result; other observed values of the same shape, or data in
     ``pm.Data`` (shared variables, compared by identity), make a target of their own."""
+    from ppl_hais.runtime.structure import split
     from ppl_hais.starts import prior_target
-    from ppl_hais.structure import split
 
     rng = np.random.default_rng(4)
     x = rng.normal(size=8)
@@ -592,7 +592,8 @@ def test_a_gp_marginal_likelihood():
 
 def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     """As in test_numpyro: a rung that passes at an SE above 0.05 runs again and pools the
-    particles (ppl_hais.runs); the posterior keeps ``draws`` a chain, the estimate is exact."""
+    particles (ppl_hais.workflow.runs);
+    the posterior keeps ``draws`` a chain, the estimate is exact."""
     y = np.linspace(-2.0, 2.0, 10)
     with pm.Model() as model:
         z = pm.Normal("z", 0, 3, shape=10)

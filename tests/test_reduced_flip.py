@@ -12,12 +12,12 @@ import pytest
 from scipy import stats
 
 import ppl_hais as ph
-from ppl_hais import validation as examples
 from ppl_hais.annealing.kernels import hais_kernel
 from ppl_hais.mcmc import fast_random as fast_random
 from ppl_hais.mcmc.integrators import kinetic_energy, leapfrog
 from ppl_hais.mcmc.lookahead import flip_probability, leap_probabilities, lookahead_transition
-from ppl_hais.target import Potential
+from ppl_hais.model import validation as examples
+from ppl_hais.model.target import Potential
 
 
 def _ring(x):  # [SD12] §6.1.3

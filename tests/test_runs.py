@@ -1,4 +1,5 @@
-"""A rung's runs topped up with particles (ppl_hais.runs) and runs pooled into one result."""
+"""A rung's runs topped up with particles (ppl_hais.workflow.runs) and
+runs pooled into one result."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from scipy.special import logsumexp
 
 from ppl_hais.diagnostics import lag_correlation
-from ppl_hais.result import AISResult, AnnealingTrace
-from ppl_hais.runs import MAX_RUNS, PRECISE_SE, pooled_checks, repeats_for, topped_up
+from ppl_hais.results.result import AISResult, AnnealingTrace
+from ppl_hais.workflow.runs import MAX_RUNS, PRECISE_SE, pooled_checks, repeats_for, topped_up
 
 
 def _run(rng, num=256, heavy=False, log_z_initial=0.5, steps=10):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ppl_hais as ph
-from ppl_hais import validation as ex
+from ppl_hais.model import validation as ex
 
 pytestmark = pytest.mark.slow
 

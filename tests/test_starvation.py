@@ -7,7 +7,7 @@ import numpy as np
 
 import ppl_hais as ph
 from ppl_hais.annealing import execution, starvation
-from ppl_hais.structure import split
+from ppl_hais.runtime.structure import split
 
 X = jnp.linspace(0.0, 5.0, 12)
 

@@ -97,6 +97,37 @@ def test_imports_form_no_circle():
     assert _cycles(graph) == []
 
 
+# the packages in the order data flows through them; a module imports only from its own
+# package or an earlier one (docs/architecture.md); the adapters build on the public face
+LAYERS = ("runtime", "stats", "checks", "model", "results", "mcmc", "annealing", "bridge",
+          "estimate", "starts", "workflow", "research", "", "adapters")  # fmt: skip
+
+
+def _layer(name):
+    """The index of the module's package in LAYERS ("" for the top level's own modules)."""
+    parts = name.split(".")
+    return LAYERS.index(parts[1] if len(parts) > 1 and parts[1] in LAYERS else "")
+
+
+def _back_edges(graph):
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
+                  if _layer(b) > _layer(a))  # fmt: skip
+
+
+def test_every_import_points_down_the_data_path():
+    tops = {n for n in MODULES if LAYERS[_layer(n)] == ""}  # the public face and the CLI
+    assert tops == {"ppl_hais", "ppl_hais.old_paths", "ppl_hais.cli"}
+    graph = {n: _imports(n, p) for n, p in MODULES.items()}
+    assert _back_edges(graph) == []
+
+
+def test_the_layer_rule_sees_an_arrow_back_up():
+    assert _back_edges({"ppl_hais.annealing.api": {"ppl_hais.checks.diagnostics"}}) == []
+    assert _back_edges({"ppl_hais.annealing.api": {"ppl_hais.estimate.bias"}}) == [
+        "ppl_hais.annealing.api -> ppl_hais.estimate.bias"
+    ]
+
+
 def test_the_circle_finder_finds_circles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []

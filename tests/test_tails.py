@@ -1,5 +1,5 @@
-"""Heavy-tailed starts (ppl_hais.tails): the distribution, the tail probe, and ``initial="auto"``
-choosing them where a Gaussian start cannot reach the target's tails."""
+"""Heavy-tailed starts (ppl_hais.model.tails): the distribution, the tail probe, and
+``initial="auto"`` choosing them where a Gaussian start cannot reach the target's tails."""
 
 import math
 import warnings
@@ -11,8 +11,8 @@ import pytest
 from scipy import special, stats
 
 import ppl_hais as ph
-from ppl_hais import tails
 from ppl_hais.evidence import evidence
+from ppl_hais.model import tails
 
 TOL = 4.0
 

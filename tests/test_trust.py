@@ -16,10 +16,12 @@ import pytest
 from scipy import special, stats
 
 import ppl_hais as ph
-from ppl_hais import diagnostics, estimators, starts
-from ppl_hais import fits as fits_module
+from ppl_hais import diagnostics
 from ppl_hais.annealing import PilotOptions
 from ppl_hais.evidence import evidence
+from ppl_hais.starts import choose as starts
+from ppl_hais.starts import fits as fits_module
+from ppl_hais.stats import estimators
 
 
 class Regression:
@@ -266,7 +268,7 @@ def test_chains_that_disagree_warn():
         def __init__(self, z):
             self.log_z, self.log_z_se, self.checks = z, 0.01, ()
 
-    from ppl_hais.runs import pooled_checks
+    from ppl_hais.workflow.runs import pooled_checks
 
     assert not pooled_checks([R(-1.0), R(-1.005), R(-0.995)])
     checks = pooled_checks([R(-1.0), R(-1.5), R(-0.5)])
@@ -494,7 +496,7 @@ def test_laplace_fit_of_a_bimodal_density_keeps_both_modes():
 def test_pilot_tunes_the_kernel_the_main_run_uses(monkeypatch):
     """Options of the HAIS transition reach the pilot that tunes its step size, not only the
     main run (the pilot used to run one leapfrog step with standard flips whatever was asked)."""
-    import ppl_hais.starts as starts
+    import ppl_hais.starts.choose as starts
 
     kernels, options = [], []
     real = starts.survey
@@ -517,8 +519,8 @@ def test_every_run_of_a_call_gets_its_options(monkeypatch):
     """The call's keywords are parsed once into typed options: the target_se probes and the
     main run get the same transition, schedule and step size, and the main run the run
     options (here num_bins), not the keywords passed along as strings."""
-    import ppl_hais.budget as budget
-    import ppl_hais.runs as runs_module
+    import ppl_hais.workflow.budget as budget
+    import ppl_hais.workflow.runs as runs_module
 
     runs = []
 
@@ -540,7 +542,7 @@ def test_every_run_of_a_call_gets_its_options(monkeypatch):
     ev = evidence(jax.random.key(0), model, num_particles=64, target_se=0.1, num_leapfrog=2,
                   flips="reduced", schedule="geometric", num_bins=7, progress_bar=False,
                   bias_check=False)  # fmt: skip
-    assert [m for m, _, _ in runs] == ["ppl_hais.budget", "ppl_hais.runs"]
+    assert [m for m, _, _ in runs] == ["ppl_hais.workflow.budget", "ppl_hais.workflow.runs"]
     assert all(k is ph.hais_kernel(0.5, 2, 1, "reduced") for _, k, _ in runs)
     assert all(kw["schedule"] == "geometric" and kw["pilot"] is not None for _, _, kw in runs)
     assert runs[1][2]["num_bins"] == 7 and len(ev.results[0].trace.beta) <= 7
@@ -628,7 +630,7 @@ def test_a_failed_laplace_fit_counts_its_gradients_once_and_is_not_fitted_again(
     fit counts them, and the failure is kept on the model, so the next call neither refits nor
     counts them again."""
     from ppl_hais.annealing.kernels import HAISOptions
-    from ppl_hais.laplace import LaplaceError, laplace_fit
+    from ppl_hais.starts.laplace import LaplaceError, laplace_fit
 
     with pytest.raises(LaplaceError, match="not positive definite") as err:
         laplace_fit(lambda z: -0.5 * z[0] ** 2, np.zeros((2, 2)) + 1.0)
@@ -686,7 +688,7 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     second = starts.choose_initial_counted(jax.random.key(0), model, "auto", **options)
     assert set(first[3]) == set(second[3]) == {"prior", "laplace"}  # no VI start piloted
     laplace = starts.model_cache(model)["laplace_gradients"]
-    probe = 4 * model.dim + 1  # the tail probe's density evaluations (ppl_hais.tails)
+    probe = 4 * model.dim + 1  # the tail probe's density evaluations (ppl_hais.model.tails)
     assert laplace > 0 and (first[4], second[4]) == (200 + laplace + 64 + probe, 200)  # 64 draws
     assert fits == ["gaussian"]
     with pytest.raises(VIError, match="not finite") as err:  # initial="vi" says why, unfitted
@@ -739,8 +741,8 @@ def test_a_prior_drawn_outside_the_support_is_set_aside_under_auto(monkeypatch):
     pilots the fitted starts alone and warns what the estimate means; with no fit to fall back
     on it raises the prior's error, and ``"prior"`` raises it at once."""
     from ppl_hais.annealing.kernels import HAISOptions
-    from ppl_hais.laplace import LaplaceError
-    from ppl_hais.result import InitialSupportError
+    from ppl_hais.results.result import InitialSupportError
+    from ppl_hais.starts.laplace import LaplaceError
 
     def survey(rng_key, target, kernel, num_steps, pilot_options, desc):
         if desc == "pilot (prior)":

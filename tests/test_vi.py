@@ -13,8 +13,8 @@ import pytest
 from test_bias import _TargetModel
 
 import ppl_hais as ph
-from ppl_hais import starts
 from ppl_hais.evidence import evidence
+from ppl_hais.starts import choose as starts
 from ppl_hais.vi import VIError, fit_vi
 
 

@@ -26,7 +26,7 @@ import numpyro as _numpyro
 # (seen with arviz-base 1.3.1, numpyro 0.22). Touching an attribute loads numpyro fully first.
 _numpyro.__version__  # noqa: B018
 
-from ppl_hais.exchange import budget_errors  # noqa: E402
+from ppl_hais.research.exchange import budget_errors  # noqa: E402
 
 from .bridge import bridge_sampling  # noqa: E402
 from .exchange import BoundedEnergyDist, Exchange  # noqa: E402

@@ -25,9 +25,9 @@ from jax.flatten_util import ravel_pytree
 from numpyro import handlers
 from numpyro.infer.util import unconstrain_fn
 
-from ppl_hais.arviz import group, group_names
-from ppl_hais.model_bridge import bridge_evidence
-from ppl_hais.precision import float64
+from ppl_hais.results.arviz import group, group_names
+from ppl_hais.runtime.precision import float64
+from ppl_hais.workflow.model_bridge import bridge_evidence
 
 from .target import NumPyroTarget
 

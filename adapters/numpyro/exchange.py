@@ -23,7 +23,7 @@ from numpyro.distributions.distribution import (
 from numpyro.infer.initialization import init_to_sample
 from numpyro.infer.util import initialize_model
 
-from ppl_hais.exchange import (
+from ppl_hais.research.exchange import (
     BoundedEnergy,
     RejectionBudgetError,
     adapt_log_scale,

@@ -23,12 +23,12 @@ from numpyro import handlers
 from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
 from scipy.special import logsumexp
 
-from ppl_hais import options
-from ppl_hais._names import suggest_keywords
-from ppl_hais.arviz import from_ais
-from ppl_hais.evidence import evidence
+from ppl_hais.annealing import options
 from ppl_hais.mcmc.fast_random import check_key, host_fold_in, host_key, host_split
-from ppl_hais.precision import float64
+from ppl_hais.results.arviz import from_ais
+from ppl_hais.runtime.names import suggest_keywords
+from ppl_hais.runtime.precision import float64
+from ppl_hais.workflow.evidence import evidence
 
 from .target import NumPyroTarget, constrain_batch, guide_initial, refuse_foreign_model
 
@@ -65,7 +65,7 @@ class HAIS:
         whose weights degenerate less (:func:`ppl_hais.starts.choose_initial`): with a vague
         prior the Laplace start is orders of magnitude more accurate; with a hierarchical
         model the prior usually wins; where the model's tails along the fit's axes are heavy,
-        Student-t marginals with those tails (``"laplace_t"``, :mod:`ppl_hais.tails`); on a
+        Student-t marginals with those tails (``"laplace_t"``, :mod:`ppl_hais.model.tails`); on a
         hard path (neither reaches half the pilot's particles in ESS) natural-gradient VI
         fits, ``"vi"`` and ``"student_t"``. The start changes the path, not p(data | model).
     bidirectional : bool
@@ -83,7 +83,7 @@ class HAIS:
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``evidence.bias_gap``): a gap beyond its noise warns, stating it
-        (:mod:`ppl_hais.annealing.bias`). ``"auto"`` checks runs that give a reason to, so
+        (:mod:`ppl_hais.estimate.bias`). ``"auto"`` checks runs that give a reason to, so
         easy models pay nothing.
     num_leapfrog, flips, lookahead, local_steps
         The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,

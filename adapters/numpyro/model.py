@@ -26,7 +26,7 @@ from numpyro import handlers
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
 
-from ppl_hais.structure import split
+from ppl_hais.runtime.structure import split
 
 from .data import check_broadcast
 

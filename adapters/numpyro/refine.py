@@ -37,8 +37,8 @@ from numpyro import handlers
 from numpyro.distributions.transforms import biject_to
 
 import ppl_hais as ph
-from ppl_hais.precision import float64
-from ppl_hais.refinement import DiagonalNormal
+from ppl_hais.research.refinement import DiagonalNormal
+from ppl_hais.runtime.precision import float64
 
 
 class RefinedGuide(NamedTuple):

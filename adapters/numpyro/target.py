@@ -30,11 +30,11 @@ from numpyro.infer.util import (
 )
 
 import ppl_hais as ph
-from ppl_hais.density import SplitDensity
 from ppl_hais.mcmc.fast_random import check_key
-from ppl_hais.precision import float64
-from ppl_hais.structure import compile_once, merge
-from ppl_hais.target import num_draws, sample_shape_of
+from ppl_hais.model.density import SplitDensity
+from ppl_hais.model.target import num_draws, sample_shape_of
+from ppl_hais.runtime.precision import float64
+from ppl_hais.runtime.structure import compile_once, merge
 
 from .data import check_data
 from .model import (

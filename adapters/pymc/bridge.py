@@ -21,9 +21,9 @@ import numpy as np
 import xarray as xr
 from pytensor.graph.replace import clone_replace
 
-from ppl_hais.arviz import group, group_names
-from ppl_hais.model_bridge import bridge_evidence
-from ppl_hais.precision import float64
+from ppl_hais.results.arviz import group, group_names
+from ppl_hais.runtime.precision import float64
+from ppl_hais.workflow.model_bridge import bridge_evidence
 
 from .rewrites import jaxified_graph
 from .target import cached_target, is_bambi, pymc_model

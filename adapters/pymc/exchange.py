@@ -25,8 +25,8 @@ import pymc as pm
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants
 
 import ppl_hais as ph
-from ppl_hais.arviz import from_mcmc
-from ppl_hais.precision import float64
+from ppl_hais.results.arviz import from_mcmc
+from ppl_hais.runtime.precision import float64
 
 from .target import PyMCTarget
 

@@ -16,9 +16,9 @@ import pymc as pm
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
 import ppl_hais as ph
-from ppl_hais._names import LEAPFROG_HINT, refuse_unknown
-from ppl_hais.arviz import from_mcmc
-from ppl_hais.precision import float64
+from ppl_hais.results.arviz import from_mcmc
+from ppl_hais.runtime.names import LEAPFROG_HINT, refuse_unknown
+from ppl_hais.runtime.precision import float64
 
 from .target import PyMCTarget
 

@@ -27,13 +27,13 @@ import pymc as pm
 # (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
-from ppl_hais import options
-from ppl_hais._names import did_you_mean
+from ppl_hais.annealing import options
 from ppl_hais.annealing.execution import using_cores
-from ppl_hais.arviz import from_ais
-from ppl_hais.evidence import evidence
 from ppl_hais.mcmc.fast_random import host_key, host_split
-from ppl_hais.precision import float64
+from ppl_hais.results.arviz import from_ais
+from ppl_hais.runtime.names import did_you_mean
+from ppl_hais.runtime.precision import float64
+from ppl_hais.workflow.evidence import evidence
 
 from .bridge import shift_intercepts
 from .target import cached_target, is_bambi, pymc_model
@@ -172,7 +172,7 @@ def sample_hais(
     bias_check : "auto", True or False
         Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
         nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
-        beyond its noise warns, stating it (:mod:`ppl_hais.annealing.bias`). ``"auto"`` checks runs
+        beyond its noise warns, stating it (:mod:`ppl_hais.estimate.bias`). ``"auto"`` checks runs
         that give a reason to (a target reaching past the start, a lag, a tail in the
         weights, a failed check), so easy models pay nothing.
     compute_convergence_checks : bool

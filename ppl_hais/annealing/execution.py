@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..mcmc.fast_random import host_fold_in
-from ..precision import in_thread
-from ..progress import close_bar, open_run, run_interruptibly, shared_bar
-from ..result import InitialSupportError
-from ..structure import compile_once, merge, split
+from ..results.result import InitialSupportError
+from ..runtime.precision import in_thread
+from ..runtime.progress import close_bar, open_run, run_interruptibly, shared_bar
+from ..runtime.structure import compile_once, merge, split
 from .outputs import finish, merge_groups
 from .scan import anneal
 from .starvation import serial_groups
@@ -31,7 +31,7 @@ from .starvation import serial_groups
 
 @lru_cache(maxsize=32)
 def compiled(structure, kernel, *, num_particles):
-    """The annealing scan, jitted once per target *structure* (``ppl_hais.structure``): the
+    """The annealing scan, jitted once per target *structure* (``ppl_hais.runtime.structure``): the
     target's arrays (a model's data, a Gaussian's mean) are arguments, and so are the progress
     run id (the bar on or off), the number of temperatures (the schedule comes
     :func:`padded`), the pilot's adaptation switches (``adapt_target``: −1 off;

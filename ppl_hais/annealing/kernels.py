@@ -5,7 +5,7 @@ Each kernel is a pair of pure per-particle functions (the scan, :mod:`.scan`, ``
     init(rng_key, position, target) -> State
     step(rng_key, state, target, beta, step_size, scale=1.0) -> (State, Info)
 
-Every State carries ``potential``, the cached :class:`~ppl_hais.target.Potential` at its
+Every State carries ``potential``, the cached :class:`~ppl_hais.model.target.Potential` at its
 position, so the annealing scan reads the weight increment without evaluating anything.
 Step sizes are call arguments so that a schedule of step sizes can change them under ``jit``.
 ``scale`` (a number or one per coordinate) is a diagonal preconditioner: coordinate i moves by
@@ -27,7 +27,7 @@ import numpy as np
 from ..mcmc import fast_random, hmc
 from ..mcmc.integrators import reflect
 from ..mcmc.lookahead import FLIPS
-from ..options import of_keywords
+from .options import of_keywords
 
 __all__ = [
     "HAISOptions",

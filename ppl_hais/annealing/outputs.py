@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import diagnostics
-from ..result import AISResult, AnnealingTrace
+from ..checks import diagnostics
+from ..results.result import AISResult, AnnealingTrace
 
 __all__ = ["chain_results", "finish", "merge_groups"]
 

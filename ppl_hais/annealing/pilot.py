@@ -16,15 +16,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import diagnostics
+from ..checks import diagnostics
 from ..mcmc import fast_random
-from ..options import of_keywords
-from ..precision import float64
-from ..result import AnnealingError, InitialSupportError
-from ..schedules import make_schedule
-from ..target import AnnealingTarget
+from ..model.schedules import make_schedule
+from ..model.target import AnnealingTarget
+from ..results.result import AnnealingError, InitialSupportError
+from ..runtime.precision import float64
 from .execution import GROUP_PARTICLES, initial_sampler, run
 from .kernels import TransitionKernel
+from .options import of_keywords
 
 PILOT_WARMUP = 100  # pilot steps at beta = 0 before annealing starts
 SUPPORT_DRAWS = 4096  # draws that measure a start's mass outside the model's support

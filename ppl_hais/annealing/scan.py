@@ -30,10 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import estimators
 from ..mcmc import fast_random
-from ..progress import pace
-from ..target import AnnealingTarget
+from ..model.target import AnnealingTarget
+from ..runtime.progress import pace
+from ..stats import estimators
 from .kernels import TransitionKernel
 
 ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
@@ -151,10 +151,10 @@ def anneal(
     ``adapt_target`` and ``adapt_scale`` may be traced values, so one compiled program serves
     the pilot (adapting), the main run and the bias check's reverse anneal alike
     (:func:`~ppl_hais.annealing.execution.compiled`).
-    ``progress`` is a run id (:func:`~ppl_hais.progress.open_run`, with or without a bar): the
-    end of a bin calls the host about every ``progress.TICK_SECONDS`` of measured time
-    (:func:`~ppl_hais.progress.pace`; a host callback costs 0.05–0.4 ms, so not every bin), and
-    the same callback stops the scan after Ctrl-C.
+    ``progress`` is a run id (:func:`~ppl_hais.runtime.progress.open_run`, with or without a
+    bar): the end of a bin calls the host about every ``progress.TICK_SECONDS`` of measured time
+    (:func:`~ppl_hais.runtime.progress.pace`; a host callback costs 0.05–0.4 ms, so not every
+    bin), and the same callback stops the scan after Ctrl-C.
 
     The leapfrog (or random-walk) step along coordinate i is ``step_size · scale_i(β)``: a
     diagonal preconditioner, exactly HMC on z/scale with unit kinetic energy, so the persistent

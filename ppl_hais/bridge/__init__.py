@@ -17,12 +17,12 @@ the proposal, for heavy tails.
 
 **Error bar**: the relative mean squared error of Frühwirth-Schnatter (2004, as
 ``bridgesampling::error_measures``), whose posterior-draw term uses the effective, not the
-nominal, number of draws of the chains (:func:`~ppl_hais.estimators.chain_ess`); the SE of
+nominal, number of draws of the chains (:func:`~ppl_hais.stats.estimators.chain_ess`); the SE of
 log Ẑ is its square root (delta method). It is the Monte Carlo error given the draws; draws
 that never visited part of the posterior (a mode, a funnel's neck) make an estimate that is
 off by more than any error bar. Hence the checks, each an :class:`~ppl_hais.EvidenceWarning`
 naming its remedy: the draws' ESS and split-R̂, the per-chain estimates' disagreement, the
-fixed point's convergence, and, with :func:`ppl_hais.model_bridge.bridge_evidence`'s
+fixed point's convergence, and, with :func:`ppl_hais.workflow.model_bridge.bridge_evidence`'s
 ``cross_check=True``, a forward anneal (a stochastic lower bound of log Z that needs no draws)
 and a reverse anneal from the draws beside the bridge estimate.
 
@@ -54,13 +54,14 @@ __all__ = ["BridgeResult", "CrossCheck", "bridge_sampling", "MIN_DRAWS"]
 
 
 def __getattr__(name):
-    # ``bridge_evidence`` runs the evidence workflow, which sits above this package: it lives
-    # in :mod:`ppl_hais.model_bridge`, and the old spelling still resolves, with a warning
+    # ``bridge_evidence`` runs the evidence workflow, which sits above this package: it lives in
+    # :mod:`ppl_hais.workflow.model_bridge`; the old spelling still resolves, with a warning
     if name == "bridge_evidence":
         warnings.warn(
-            "ppl_hais.bridge.bridge_evidence moved to ppl_hais.model_bridge.bridge_evidence",
+            "ppl_hais.bridge.bridge_evidence moved to "
+            "ppl_hais.workflow.model_bridge.bridge_evidence",
             DeprecationWarning,
             stacklevel=2,
         )
-        return importlib.import_module("ppl_hais.model_bridge").bridge_evidence
+        return importlib.import_module("ppl_hais.workflow.model_bridge").bridge_evidence
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import diagnostics
-from ..estimators import disagreement
+from ..checks import diagnostics
+from ..stats.estimators import disagreement
 
 __all__ = ["CrossCheck", "bridge_checks", "cross_checks", "tolerance"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..target import Gaussian
+from ..model.target import Gaussian
 from .checks import CrossCheck, tolerance
 
 __all__ = ["BridgeResult"]
@@ -142,6 +142,6 @@ class BridgeResult:
         """ArviZ output (a DataTree on ArviZ ≥ 1, an InferenceData on 0.x) whose sample_stats
         read as every other evidence estimate here (``log_marginal_likelihood`` per chain and
         its SE, the checks), so :func:`ppl_hais.compare_evidence` takes it."""
-        from ..arviz import from_bridge
+        from ..results.arviz import from_bridge
 
         return from_bridge(self)

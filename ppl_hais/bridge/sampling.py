@@ -1,7 +1,7 @@
 """The bridge estimator (Meng & Wong 1996; Gronau et al. 2017) over arrays of draws: the
 proposal fit, the error bar and the per-chain estimates (the fixed point itself is
-:func:`ppl_hais.estimators.bridge_fixed_point`). Over an adapter's model, cross-checked by
-annealing, it is :func:`ppl_hais.model_bridge.bridge_evidence`. The method is described in
+:func:`ppl_hais.stats.estimators.bridge_fixed_point`). Over an adapter's model, cross-checked by
+annealing, it is :func:`ppl_hais.workflow.model_bridge.bridge_evidence`. The method is described in
 :mod:`ppl_hais.bridge`.
 
 Example
@@ -22,10 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import diagnostics
-from ..estimators import bridge_fixed_point, bridge_relative_se, chain_ess, split_rhat
-from ..precision import float64
-from ..target import Gaussian, StudentT
+from ..checks import diagnostics
+from ..model.target import Gaussian, StudentT
+from ..runtime.precision import float64
+from ..stats.estimators import bridge_fixed_point, bridge_relative_se, chain_ess, split_rhat
 from .checks import bridge_checks
 from .result import BridgeResult
 

@@ -24,13 +24,7 @@ Example
 Array(True, dtype=bool)
 """
 
-from .kernel import (
-    ReducedFlipInfo,
-    ReducedFlipState,
-    build_kernel,
-    find_reasonable_step_size,
-    init,
-)
+from .kernel import ReducedFlipInfo, ReducedFlipState, build_kernel, find_reasonable_step_size, init
 from .sampler import MCMCResult, sample
 
 __all__ = [

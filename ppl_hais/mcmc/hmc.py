@@ -16,7 +16,7 @@ Example
 -------
 >>> import jax, jax.numpy as jnp
 >>> from ppl_hais.mcmc import hmc
->>> from ppl_hais.target import Potential
+>>> from ppl_hais.model.target import Potential
 >>> def potential_fn(x):
 ...     logp, grad = jax.value_and_grad(lambda y: -0.5 * jnp.sum(y**2))(x)
 ...     return Potential(logp, 0.0, grad, 0.0)
@@ -115,7 +115,7 @@ def move(
 ):
     """One leap / flip / stay move at β decided by the uniform ``u``.
 
-    ``potential`` is the cached :class:`~ppl_hais.target.Potential` at ``position`` and
+    ``potential`` is the cached :class:`~ppl_hais.model.target.Potential` at ``position`` and
     ``potential_fn`` evaluates it elsewhere; ``step_size`` may be one number per coordinate
     (a diagonal preconditioner). With ``lookahead=1, flips="standard"`` this is Metropolis HMC
     (momentum negated on rejection) without the look-ahead loop; otherwise

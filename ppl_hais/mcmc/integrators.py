@@ -8,7 +8,7 @@ Example
 -------
 >>> import jax, jax.numpy as jnp
 >>> from ppl_hais.mcmc.integrators import leapfrog
->>> from ppl_hais.target import Potential
+>>> from ppl_hais.model.target import Potential
 >>> def potential_fn(x):
 ...     logp, grad = jax.value_and_grad(lambda y: -0.5 * jnp.sum(y**2))(x)
 ...     return Potential(logp, 0.0, grad, 0.0)
@@ -72,7 +72,7 @@ def leapfrog(
 ):
     """``num_leapfrog`` velocity-Verlet steps on log π_β; returns (position, momentum, potential).
 
-    ``potential`` is the cached :class:`~ppl_hais.target.Potential` (with gradients) at
+    ``potential`` is the cached :class:`~ppl_hais.model.target.Potential` (with gradients) at
     ``position``; the returned one is at the new position. ``inverse_mass`` is a diagonal
     M⁻¹ (kinetic energy ½ vᵀM⁻¹v); None is the identity.
     """

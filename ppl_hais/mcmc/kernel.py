@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._names import LEAPFROG_HINT, refuse_unknown
-from ..target import Potential
+from ..model.target import Potential
+from ..runtime.names import LEAPFROG_HINT, refuse_unknown
 from . import fast_random, hmc
 from .lookahead import FLIPS
 

@@ -36,8 +36,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..progress import pace
-from ..target import Potential
+from ..model.target import Potential
+from ..runtime.progress import pace
 from . import fast_random, lookahead
 from .kernel import ReducedFlipState, complete, potential_fn_of, prepare
 

@@ -240,7 +240,7 @@ def lookahead_transition(
 ):
     """One leap / flip / stay transition decided by the uniform ``u``.
 
-    ``potential`` is the cached :class:`~ppl_hais.target.Potential` at ``position``; the joint
+    ``potential`` is the cached :class:`~ppl_hais.model.target.Potential` at ``position``; the joint
     log density at β is ``potential.log_density(beta) − ½vᵀM⁻¹v``. Returns
     ``((position, momentum, potential), MoveInfo)``. One ``lax.while_loop`` over
     :func:`advance`: unbatched it does only the work the outcome needs.

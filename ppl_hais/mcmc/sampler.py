@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._names import LEAPFROG_HINT, refuse_unknown
-from ..precision import float64, in_thread
-from ..progress import close_bar, open_run, run_interruptibly
-from ..structure import compile_once, merge, split
+from ..runtime.names import LEAPFROG_HINT, refuse_unknown
+from ..runtime.precision import float64, in_thread
+from ..runtime.progress import close_bar, open_run, run_interruptibly
+from ..runtime.structure import compile_once, merge, split
 from . import fast_random
 from .adaptation import (
     adaptation_init,
@@ -77,9 +77,10 @@ class _Draws(NamedTuple):
 @lru_cache(maxsize=16)
 def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, flips,
               uniform, adapt_mass_matrix, auto_refresh, thinning, chain_method):  # fmt: skip
-    """The sampler jitted once per *structure* of the log density (``ppl_hais.structure``): a
-    pytree log density (e.g. a ``jax.tree_util.Partial`` over a target) passes its arrays as
-    an argument, so a new density of the same structure and shapes reuses the program."""
+    """The sampler jitted once per *structure* of the log density
+    (``ppl_hais.runtime.structure``): a pytree log density (e.g. a ``jax.tree_util.Partial``
+    over a target) passes its arrays as an argument, so a new density of the same structure and
+    shapes reuses the program."""
     in_slow, ends = (jnp.asarray(a) for a in adaptation_schedule(num_warmup, adapt_mass_matrix))
 
     def run(arrays, keys, x0, step_size, refresh, target_accept, run_id):

@@ -1,0 +1,161 @@
+"""A Gaussian fitted at the mode of a log density (Laplace), as an initial distribution.
+
+Example
+-------
+>>> import jax.numpy as jnp
+>>> from ppl_hais.starts.laplace import laplace_gaussian
+>>> g = laplace_gaussian(lambda z: -0.5 * jnp.sum((z - 1.0) ** 2 / 4.0), jnp.zeros((1, 2)),
+...                      scale_inflation=1.0)
+>>> [round(float(m), 3) for m in g.mean]
+[1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..model.target import Gaussian, GaussianMixture
+from ..runtime import progress
+from ..runtime.structure import compile_once
+
+__all__ = ["LaplaceError", "laplace_fit", "laplace_gaussian"]
+
+
+class LaplaceError(ValueError):
+    """The Laplace fit failed (no finite mode, or no positive-definite Hessian at one);
+    ``gradients`` is what its searches spent all the same."""
+
+    def __init__(self, message: str, gradients: int):
+        super().__init__(message)
+        self.gradients = gradients
+
+
+@compile_once
+def _mode(log_density, z0):
+    """BFGS from z0: (mode, −log density there, gradients it evaluated); compiled once per
+    density structure."""
+    from jax.scipy.optimize import minimize
+
+    res = minimize(lambda z: -log_density(z), z0, method="BFGS", options=dict(maxiter=500))
+    return res.x, -log_density(res.x), res.njev, res.success
+
+
+@compile_once
+def _neg_hessian(log_density, z):
+    return jax.hessian(lambda x: -log_density(x))(z)
+
+
+_SAME_MODE = 1.0  # squared Mahalanobis distance below which two optima are one mode
+_MODE_MASS_RANGE = 20.0  # nats: modes whose Laplace mass is further below the best are dropped
+
+
+def laplace_gaussian(log_density, starts, scale_inflation: float = 1.2):
+    """N(mode, inflation² · H⁻¹) with H the negative Hessian of ``log_density`` at its mode.
+
+    The mode is searched by BFGS from each of ``starts`` (an (S, D) array). When the searches
+    end at several distinct modes (squared Mahalanobis distance ≥ 1 under each other's
+    Hessian) whose Laplace masses lie within 20 nats of the best, the result is a
+    :class:`~ppl_hais.GaussianMixture` with one component per mode, weighted by those masses:
+    a start from one mode of a multimodal posterior would anneal within it and miss the
+    others' mass without any sign in the weights (measured: a two-component mixture with
+    per-datum assignments, 0.69 nats low at an SE of 0.002). ``scale_inflation`` widens each
+    component so that its tails cover the target's. Annealing from it still estimates the
+    target's own normalizer: the initial only changes the path.
+    """
+    return laplace_fit(log_density, starts, scale_inflation)[0]
+
+
+_RESTARTS = 4  # BFGS searches resumed from where the last stopped without converging
+
+
+def _fit_one(log_density, z0, bar, i):
+    """(mode, log density there, negative Hessian, gradients spent) from one BFGS start;
+    ``mode`` None where the search ended at a non-finite density or Hessian.
+
+    JAX's BFGS stops, unconverged, where its line search fails (a first step far too long for
+    a likelihood whose scale starts far from its fit: a regression's noise scale under a flat
+    prior on its weights stopped after 4 gradients at a saddle). Resuming from that point with
+    a fresh inverse Hessian, as long as the density improves, finds the mode."""
+    mode, val, njev, converged = _mode(log_density, z0)
+    for _ in range(_RESTARTS):
+        if bool(converged) or not np.isfinite(float(val)):
+            break
+        again, new, more, converged = _mode(log_density, mode)
+        njev = njev + more
+        if not float(new) < float(val):  # no progress: keep what the search reached
+            break
+        mode, val = again, new
+    val = -float(val)
+    if bar is not None:
+        progress.tick(bar, i + 1)
+    if not np.isfinite(val):
+        return None, val, None, int(njev)
+    mode = np.asarray(mode)
+    hess = np.asarray(_neg_hessian(log_density, mode))
+    hess = 0.5 * (hess + hess.T)
+    spent = int(njev) + mode.size
+    if not np.all(np.isfinite(hess)):
+        return None, val, None, spent
+    return mode, val, hess, spent
+
+
+def laplace_fit(log_density, starts, scale_inflation: float = 1.2):
+    """:func:`laplace_gaussian` and the model gradients the fit spent (BFGS's gradient
+    evaluations from every start, and D per Hessian: one forward-over-reverse pass each);
+    raises :class:`LaplaceError`, carrying those gradients, when the fit fails."""
+    modes, gradients = [], 0  # (mode, log density there, negative Hessian)
+    # NumPy: iterating over a device array compiles a slicing program
+    starts = np.atleast_2d(np.asarray(starts, dtype=jnp.result_type(float)))
+    bar = progress.open_bar(len(starts), "Laplace fit") if progress.showing() else None
+    try:
+        found = [_fit_one(log_density, z0, bar, i) for i, z0 in enumerate(starts)]
+    finally:
+        if bar is not None:
+            progress.close_bar(bar)
+    for mode, val, hess, spent in found:
+        gradients += spent
+        if mode is None:
+            continue
+        same = [
+            i for i, (m, _, h) in enumerate(modes)
+            if min((mode - m) @ h @ (mode - m), (mode - m) @ hess @ (mode - m)) < _SAME_MODE
+        ]  # fmt: skip
+        if same:
+            i = same[0]
+            if val > modes[i][1]:
+                modes[i] = (mode, val, hess)
+            continue
+        modes.append((mode, val, hess))
+    if not modes:
+        raise LaplaceError(
+            "the Laplace fit found no finite mode: give initial= explicitly", gradients
+        )
+    modes.sort(key=lambda m: -m[1])
+    comps = []
+    for mode, val, hess in modes:
+        try:
+            cov = np.linalg.inv(hess)
+            tril = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            continue
+        log_mass = val + np.sum(np.log(np.diag(tril))) + 0.5 * mode.size * np.log(2 * np.pi)
+        comps.append((mode, tril * scale_inflation, log_mass))
+    if not comps:
+        raise LaplaceError(
+            "the Hessian at the mode is not positive definite: the Laplace approximation "
+            "fails; give initial= explicitly",
+            gradients,
+        )
+    best = max(c[2] for c in comps)
+    comps = [c for c in comps if c[2] > best - _MODE_MASS_RANGE]
+    if len(comps) == 1:
+        return Gaussian(comps[0][0], scale_tril=comps[0][1]), gradients
+    log_mass = np.array([c[2] for c in comps])
+    mixture = GaussianMixture(
+        np.stack([c[0] for c in comps]),
+        np.stack([c[1] for c in comps]),
+        np.exp(log_mass - log_mass.max()),
+    )
+    return mixture, gradients

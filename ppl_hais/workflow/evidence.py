@@ -1,0 +1,365 @@
+"""The evidence workflow both adapters call: a model's densities in, a trusted estimate out.
+
+An adapter translates a model into a :class:`ModelDensity` (flat unconstrained z: log prior,
+log likelihood, the prior as an initial distribution) and calls :func:`evidence`, which
+
+1. chooses the initial distribution (``initial="auto"``: the prior, a Gaussian fitted at the
+   posterior mode, or on a hard path natural-gradient VI fits, whichever anneals better on a
+   discarded pilot run: ``ppl_hais.starts``; any normalized initial keeps Ẑ unbiased for
+   p(data | model));
+2. runs the chains (independent annealing runs sharing that pilot's tuning);
+3. pools them, checks the pooled estimate and raises one :class:`~ppl_hais.EvidenceWarning`
+   naming every failed check;
+4. resamples posterior draws from the user's key.
+
+The targets it builds are kept on the model object, and the annealer compiles once per target
+*structure* (``ppl_hais.runtime.structure``), so a second call, or a new model object of the same
+structure over data of the same shapes, compiles nothing.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, ppl_hais as ph
+>>> from ppl_hais.evidence import evidence
+>>> class Model:  # y = 1 observed under N(z, 1), prior z ~ N(0, 1): evidence N(1; 0, 2)
+...     dim, improper = 1, ()
+...     prior = ph.Gaussian(jnp.zeros(1), 1.0)
+...     def log_likelihood(self, z):
+...         return -0.5 * jnp.sum((1.0 - z) ** 2) - 0.5 * jnp.log(2 * jnp.pi)
+...     def log_joint(self, z):
+...         return self.prior.log_prob(z) + self.log_likelihood(z)
+>>> ev = evidence(jax.random.key(0), Model(), num_particles=128, num_steps=200,
+...               progress_bar=False)
+>>> exact = -0.25 - 0.5 * jnp.log(4 * jnp.pi)
+>>> bool(abs(ev.log_z - exact) < 5 * ev.log_z_se + 0.02)
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..annealing import PilotOptions, options
+from ..annealing.kernels import HAISOptions
+from ..checks import diagnostics
+from ..checks import ladder as _ladder
+from ..estimate.annealers import RunOptions, ais, hais
+from ..estimate.bias import BiasCheck, check_bias, needs_check
+from ..mcmc.fast_random import check_key, host_fold_in, host_split
+from ..model.density import ModelDensity, improper_note
+from ..model.target import AnnealingTarget
+from ..results.result import AISResult
+from ..runtime import progress
+from ..runtime.names import refuse_unknown
+from ..runtime.precision import float64
+from ..starts.choose import choose_initial, choose_initial_counted, transition, with_local_steps
+from ..starts.choose import discrete as _discrete
+from ..starts.fits import bound_method
+from .budget import (
+    SE_SLACK,
+    Spent,
+    StepsPlan,
+    bias_reserve,
+    choose_num_steps,
+    main_gradients,
+    next_fits,
+)
+from .runs import chains, check_names, largest, pooled_checks, record, topped_up
+
+__all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
+
+@dataclass(frozen=True, eq=False)
+class Evidence:
+    """The pooled evidence of one model: estimate, error bar, the chains' results, the checks."""
+
+    results: list[AISResult]
+    target: AnnealingTarget  # what the chains annealed
+    initial: str  # "prior", "laplace", "laplace_t", "vi", "student_t", "user" (ppl_hais.starts)
+    log_z: float
+    log_z_se: float
+    checks: tuple[str, ...]
+    choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
+    budget: StepsPlan | None = None  # target_se=: the probes' SE and the temperatures chosen
+    bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.estimate.bias)
+    trajectory: tuple[_ladder.Rung, ...] = ()  # the runs made (ppl_hais.ladder)
+    gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
+    max_gradients: float | None = None  # the budget they were spent under (None: unbounded)
+    log_z_forward: float = float("nan")  # the last run's forward estimate, where log_z bridges
+
+    @property
+    def bridged(self) -> bool:
+        """Whether ``log_z`` bridges the last rung's forward and reverse anneals (a last rung
+        that still failed a check; :mod:`ppl_hais.ladder`), not ``log_z_forward``."""
+        return bool(np.isfinite(self.log_z_forward))
+
+    @property
+    def shortfall(self) -> float:
+        """Nats the estimate may be too low by what the ladder's trajectory shows (its last
+        moves, the bias check's gap; :func:`ppl_hais.ladder.shortfall`, about the bridge where
+        it is one: :func:`ppl_hais.ladder.bridge_figures`); NaN without a trajectory, 0 when
+        neither shows one, inf when what is missing cannot be sized."""
+        if not self.trajectory:
+            return float("nan")
+        if self.bridged:
+            return _ladder.bridge_figures(self.trajectory, self.log_z)[0]
+        return _ladder.shortfall(self.trajectory)
+
+    @property
+    def excess(self) -> float:
+        """Nats the estimate may be too high: the fall of the last rung's estimate without its
+        largest weights (the largest over chains; :func:`ppl_hais.stats.estimators.excess`); for a
+        bridge, :func:`ppl_hais.ladder.bridge_figures`."""
+        if self.bridged:
+            return _ladder.bridge_figures(self.trajectory, self.log_z)[1]
+        if self.trajectory:
+            return self.trajectory[-1].excess
+        return largest(r.excess for r in self.results)
+
+    @property
+    def cleared(self) -> tuple[str, ...]:
+        """The weights' checks the last rung failed but the joint decision accepted as false
+        alarms (:func:`ppl_hais.ladder.clears`); its SE then comes from the rungs' spread."""
+        return self.trajectory[-1].cleared if self.trajectory else ()
+
+    @property
+    def num_steps(self) -> int:
+        """The temperatures of the run the estimate comes from (the ladder's last rung)."""
+        return int(self.results[0].settings["num_steps"])
+
+    @property
+    def log_z_upper(self) -> float:
+        """The bias check's reverse (upper) estimate; NaN when it did not run."""
+        return float("nan") if self.bias is None else self.bias.log_z_upper
+
+    @property
+    def bias_gap(self) -> float:
+        """``log_z_upper`` − the last rung's forward estimate, in nats; NaN when not run."""
+        return float("nan") if self.bias is None else self.bias.gap
+
+    @property
+    def warning(self) -> bool:
+        return bool(self.checks)
+
+    @property
+    def pareto_k(self) -> float:
+        return float(max(r.pareto_k for r in self.results))
+
+    @property
+    def ess(self) -> float:
+        """Importance ESS summed over the chains."""
+        return float(sum(r.ess for r in self.results))
+
+    def resample(self, rng_key) -> np.ndarray:
+        """(chains, particles) indices drawn by weight, from the user's key: as many per chain
+        as the call's ``num_particles`` (a rung topped up pools several runs' particles)."""
+        keys = host_split(rng_key, len(self.results))
+        return np.stack([r.resample(k, r.num_particles // r.settings.get("num_runs", 1))
+                         for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
+
+
+@float64
+def evidence(
+    rng_key,
+    model: ModelDensity,
+    *,
+    initial="auto",
+    num_chains: int = 1,
+    num_particles: int = 512,
+    num_steps: int | None = None,
+    target_se: float | None = None,
+    max_num_steps: int = 100_000,
+    max_gradients: float | None = None,
+    progress_bar: bool = True,
+    bias_check="auto",
+    **hais_kwargs,
+) -> Evidence:
+    """The log evidence of a model by HAIS, checked, over ``num_chains`` independent runs.
+
+    Keyword arguments go to :func:`ppl_hais.hais` (``schedule``, ``step_size``, ``refresh``,
+    ``target_accept``, ``adapt_mass_matrix``, ``bidirectional``, ...). The chains share one
+    pilot (tuning is fixed before any chain starts, so each chain's Ẑ is unbiased and the
+    chains are independent given it). Raises one :class:`~ppl_hais.EvidenceWarning` listing
+    every failed check of the pooled estimate.
+
+    ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
+    (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
+    check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
+    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.05 nat runs its
+    temperatures again with fresh keys and pools the particles (:mod:`ppl_hais.workflow.runs`;
+    ``settings["num_runs"]``); after a rung of 1000 or more whose bias check found over 0.1
+    nat missing while its lag check failed, the rungs give each particle a step size of its
+    own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
+    A last rung that still fails states the gap in
+    nats (the ``converged`` check); where its bias check ran, the estimate is then the bridge
+    of its forward and reverse anneals (``Evidence.bridged``, ``Evidence.log_z_forward``). A
+    number means what it says: one run, no escalation.
+
+    ``max_gradients``: every model gradient the call spends (pilots, Laplace fit, probes,
+    rungs, bias checks) counts against it (``Evidence.gradients``); default
+    :func:`ppl_hais.ladder.default_max_gradients` for the ladder, unbounded otherwise. A
+    budget too small for one run is an error.
+
+    ``target_se``: choose the number of temperatures for this standard error instead of
+    ``num_steps`` (see :func:`choose_num_steps`): easy models get few, hard ones up to
+    ``max_num_steps`` and ``max_gradients``; missing the target is reported as a failed check.
+
+    ``bias_check``: anneal back from MCMC-refreshed posterior draws and report the gap to the
+    estimate in nats (:mod:`ppl_hais.estimate.bias`); a gap beyond its noise is a failed check
+    that states it. ``"auto"`` (default) checks runs that give a reason to (a target reaching
+    past the start, a lag, a tail in the weights, a failed check), so easy models pay nothing;
+    ``True`` always, ``False`` never. On the ladder it runs on the rung that would be the last
+    (one whose weights pass, or after which the budget allows no other). Not run for models
+    with discrete coordinates or with a reverse run of their own (``bidirectional``). Where
+    the last rung passes every check and its bias check's reverse estimate lies above it, the
+    SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above.
+    """
+    _check_keywords(hais_kwargs)  # a typo fails here, before any compilation
+    if hais_kwargs.get("local_steps", False) is None:  # as not given: the ladder may switch
+        del hais_kwargs["local_steps"]
+    given = {k: hais_kwargs[k] for k in _CHECKED if k in hais_kwargs}
+    options.check(num_particles=num_particles, num_chains=num_chains, num_steps=num_steps,
+                  target_se=target_se, max_gradients=max_gradients, initial=initial,
+                  bias_check=bias_check, **given)  # fmt: skip
+    rng_key = check_key(rng_key)
+    num_chains = int(num_chains)
+    ladder = num_steps is None and target_se is None
+    first = _ladder.FIRST_NUM_STEPS if num_steps is None else int(num_steps)
+    surveyed = first if num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)  # pilots
+    # the call's keywords parsed once: the transition's, the pilots' and the main runs'
+    # options; every start's pilot, probe, rung and bias check takes them from here
+    kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
+    run_options = RunOptions.of(hais_kwargs)
+    kernel = transition(model, kernel_options)
+    per_step = num_particles * num_chains * int(kernel_options.num_leapfrog)
+    if max_gradients is None and ladder:
+        max_gradients = _ladder.default_max_gradients(num_particles, num_chains,
+                                               kernel_options.num_leapfrog)  # fmt: skip
+    if max_gradients is not None and target_se is None and not max_gradients >= per_step * first:
+        raise ValueError(
+            f"max_gradients={max_gradients:g} is too small for one run: {num_chains} chain(s) × "
+            f"{num_particles} particles × {first} temperatures need {per_step * first:,} "
+            "gradients"
+        )
+    start = time.perf_counter()
+    key_pilot, key_chains = host_split(rng_key)
+    with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
+        name, target, pilot, choice, spent = choose_initial_counted(key_pilot, model, initial,
+            num_steps=surveyed, kernel_options=kernel_options, pilot_options=pilot_options)
+    budget = None
+    if target_se is not None:
+        key_probe, key_chains = host_split(key_chains)
+        budget = choose_num_steps(
+            key_probe, target, pilot, target_se, num_particles=num_particles,
+            num_chains=num_chains, max_num_steps=max_num_steps,
+            max_gradients=None if max_gradients is None else max_gradients - spent,
+            kernel=kernel, options=pilot_options)  # fmt: skip
+        first = budget.num_steps
+        spent += budget.probe_gradients
+    own_reverse = run_options.bidirectional or run_options.reverse_from is not None
+    checking = bool(bias_check) and not own_reverse and not _discrete(model)
+    trajectory, bias, last_check, steps = [], None, None, first
+    switchable = ladder and checking and "local_steps" not in hais_kwargs and (  # may switch
+        kernel_options.lookahead, kernel_options.flips) == (1, "standard")
+    while True:
+        key = key_chains if not trajectory else host_fold_in(key_chains, len(trajectory))
+        run = functools.partial(chains, target=target, kernel=kernel, pilot=pilot, options=(
+            pilot_options, run_options), num_chains=num_chains, num_particles=num_particles,
+            num_steps=steps, progress_bar=progress_bar)  # fmt: skip
+        results = run(key)
+        spent += main_gradients(results)
+        gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
+        if ladder and not own_reverse:  # weights that pass, an SE that particles bound
+            reserve = bias_reserve(steps, gps, last_check) if checking else 0
+            results, used = topped_up(key, results, run, room=max_gradients - spent - reserve)
+            spent += used
+        log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
+        checks = pooled_checks(results)
+        if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
+            checks = checks + (
+                f"target_se: the standard error {np.sqrt(var):.3g} missed target_se="
+                f"{target_se:g} with {steps} temperatures (the probe predicted "
+                f"{budget.predicted_se:.3g}). Remedy: more particles or chains, or a larger "
+                "max_num_steps.",
+            )
+        fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,
+                    per_step=num_particles * num_chains * gps, gps=gps)  # fmt: skip
+        bias = None
+        # a later rung that fails only the weights' checks gets the bias check too: with the
+        # previous rung it may show them to be false alarms (ppl_hais.ladder.clears)
+        weight_only = bool(checks) and set(check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
+        if checking and (
+            not checks or not next_fits(spent, last_check, **fits)
+            or (ladder and trajectory and weight_only)
+        ):  # fmt: skip
+            if bias_check is True or needs_check(results):
+                bias = check_bias(
+                    host_fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
+                    pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
+                    kernel=kernel_options.kernel(),  # the main run's (no discrete moves)
+                    step_size=pilot_options.step_size, progress_bar=progress_bar,
+                    log_density=bound_method(model, "log_joint"),  # one MCMC program for any start
+                )  # fmt: skip
+                spent += bias.gradients
+                last_check = Spent(bias.gradients, bias.num_draws, steps)
+                checks = checks + diagnostics.evidence_checks(
+                    bias_gap=bias.gap, bias_gap_se=bias.gap_se
+                )
+        rung = record(results, steps, log_z, var, checks, bias, spent, time.perf_counter() - start,
+                     kernel_options.local_steps)  # fmt: skip
+        if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
+            _, var_delta = diagnostics.pool(
+                [r.log_z for r in results], [r.log_z_se_delta for r in results]
+            )
+            se = _ladder.cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
+            var = se**2
+            rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)
+            checks = ()
+        trajectory.append(rung)
+        if _ladder.settled(rung) or not next_fits(spent, last_check, **fits):
+            break
+        if switchable and _ladder.needs_local_steps(trajectory):  # a funnel's neck
+            kernel_options, kernel, pilot, used = with_local_steps(host_fold_in(
+                key_pilot, 51), model, target, kernel_options, pilot_options, surveyed)
+            spent, switchable = spent + used, False
+            if not next_fits(spent, last_check, **fits):
+                break
+        steps = _ladder.next_num_steps(steps)
+    forward, bridge, last = float("nan"), None, trajectory[-1]  # a last rung still failing:
+    if ladder and last.checks and np.isfinite(last.bridge):  # both directions bridged
+        forward, bridge, log_z = float(log_z), last.bridge, last.bridge
+        var = _ladder.bridge_se(trajectory) ** 2
+        if _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
+            trajectory[-1], checks = last._replace(checks=(), cleared=last.checks), ()
+    elif not last.checks and not last.cleared and last.bias_gap > 0:  # passed, reverse above:
+        var = var + last.bias_gap**2  # log Z may lie up to the gap above (bracketed)
+    if ladder:
+        checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
+    out = Evidence(
+        results, target, name, float(log_z), float(np.sqrt(var)), checks, choice, budget, bias,
+        tuple(trajectory), int(spent), max_gradients, forward,
+    )  # fmt: skip
+    diagnostics.warn(checks, "log evidence", note=checks and getattr(model, "remedy_note", None))
+    if getattr(model, "improper", ()):
+        warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
+    return out
+
+
+_CHECKED = ("step_size", "target_accept", "refresh", "num_leapfrog", "lookahead", "flips",
+            "step_size_jitter", "local_steps", "schedule", "num_pilot_particles", "num_pilot_steps",
+            "num_bins")  # fmt: skip
+
+
+def _check_keywords(hais_kwargs) -> None:
+    """Refuse a keyword that neither :func:`hais` nor :func:`~ppl_hais.ais` takes, naming
+    the closest one (``num_particle=`` was reported only after the pilots had run)."""
+    taken = set(inspect.signature(ais).parameters) | set(inspect.signature(hais).parameters)
+    taken -= {"rng_key", "target", "kernel", "kwargs", "pilot", "discrete", "num_chains"}
+    own = set(inspect.signature(evidence).parameters) - {"rng_key", "model", "hais_kwargs"}
+    refuse_unknown(
+        {k: v for k, v in hais_kwargs.items() if k not in taken}, "evidence", taken | own
+    )
