@@ -15,6 +15,8 @@ Example
 True
 """
 
+import importlib
+
 from . import bridge, mcmc, old_paths
 from .annealing.kernels import (
     TransitionKernel,
@@ -52,13 +54,21 @@ from .runtime import compilation_cache
 from .runtime.precision import enable_x64
 from .starts import vi
 from .starts.laplace import laplace_gaussian
-from .workflow import evidence  # noqa: F401  (the namespace ppl_hais.evidence)
+from .workflow import compare, evidence  # noqa: F401  (the namespaces)
 from .workflow.compare import compare_evidence
 
 __version__ = "0.1.0"
 
 compilation_cache.enable_by_default()
 old_paths.install()
+
+
+def __getattr__(name):
+    # a module of the flat layout reached as an attribute (ph.estimators): imported by its old
+    # path, so the deprecated ones warn as their imports do
+    if old_paths.new_name(f"ppl_hais.{name}") is not None:
+        return importlib.import_module(f"ppl_hais.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "arviz",

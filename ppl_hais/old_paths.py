@@ -26,6 +26,7 @@ import warnings  # stacklevel 2: the import system's frames are not counted
 # namespaces of the public API: the old path is their public name
 PUBLIC = {
     "ppl_hais.arviz": "ppl_hais.results.arviz",
+    "ppl_hais.compare": "ppl_hais.workflow.compare",
     "ppl_hais.compilation_cache": "ppl_hais.runtime.compilation_cache",
     "ppl_hais.diagnostics": "ppl_hais.checks.diagnostics",
     "ppl_hais.energy": "ppl_hais.research.energy",
@@ -41,7 +42,6 @@ DEPRECATED = {
     "ppl_hais.annealing.api": "ppl_hais.estimate.annealers",
     "ppl_hais.annealing.bias": "ppl_hais.estimate.bias",
     "ppl_hais.budget": "ppl_hais.workflow.budget",
-    "ppl_hais.compare": "ppl_hais.workflow.compare",
     "ppl_hais.density": "ppl_hais.model.density",
     "ppl_hais.envelopes": "ppl_hais.research.envelopes",
     "ppl_hais.estimators": "ppl_hais.stats.estimators",

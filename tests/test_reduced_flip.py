@@ -253,7 +253,7 @@ def test_sample_adapts_on_a_piecewise_linear_log_density():
     x = np.asarray(result.samples)
     assert np.all(np.isfinite(x)) and np.all(np.asarray(result.inverse_mass) < 100 * b**2)
     a = np.abs(x).mean(axis=2)  # (chains, draws): E|x_i| = b for each coordinate
-    se = a.std() / np.sqrt(ph.estimators.chain_ess(a))
+    se = a.std() / np.sqrt(ph.stats.estimators.chain_ess(a))
     assert abs(a.mean() - b) < 5 * se, (a.mean(), se)
     assert np.asarray(result.stats["is_divergent"]).mean() < 0.01
 

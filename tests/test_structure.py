@@ -133,6 +133,36 @@ def test_the_circle_finder_finds_circles():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def _code_lines(node, lines):
+    """A function's body in code lines: no docstring, blank line or comment line."""
+    body = node.body
+    first = body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(body) > 1:
+        first = body[1]  # the docstring is not code
+    return sum(1 for text in lines[first.lineno - 1 : node.end_lineno]
+               if text.strip() and not text.strip().startswith("#"))  # fmt: skip
+
+
+def test_functions_are_short():
+    long = []
+    for name, path in MODULES.items():
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = _code_lines(node, text.splitlines())
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {n}")
+    assert long == []
+
+
+def test_the_line_count_reads_code_only():
+    text = 'def f():\n    """doc\n    more"""\n    # why\n\n    return 1\n'
+    assert _code_lines(ast.parse(text).body[0], text.splitlines()) == 1
+
+
 def test_no_private_name_crosses_a_module():
     taken = []
     for name, path in MODULES.items():

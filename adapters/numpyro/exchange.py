@@ -203,30 +203,7 @@ class Exchange(ModelKernel):
         tr = handlers.trace(handlers.seed(self._model, one_key)).get_trace(
             *model_args, **model_kwargs
         )
-        sites = [
-            n for n, s in tr.items()
-            if s["type"] == "sample" and s["is_observed"]
-            and isinstance(_unwrap(s["fn"])[0], BoundedEnergyDist)
-        ]  # fmt: skip
-        if len(sites) != 1:
-            raise ValueError(
-                "phn.Exchange needs exactly one observed BoundedEnergyDist site (it may sit "
-                f"in plates, be masked or .to_event'ed), found {len(sites)}"
-            )
-        name = sites[0]
-        for n, s in tr.items():
-            if s["type"] == "sample" and not s["is_observed"] and s["fn"].support.is_discrete:
-                raise ValueError(f"latent site '{n}' is discrete: Exchange needs continuous θ")
-        bounded, mask = _unwrap(tr[name]["fn"])
-        event = tuple(bounded.event_shape)
-        value = jnp.asarray(tr[name]["value"])
-        batch = value.shape[: value.ndim - len(event)]
-        data = value.reshape((-1,) + event)
-        if mask is not None:  # masked-out data are not data: keep the observed entries only
-            keep = np.broadcast_to(np.asarray(mask, bool), batch).reshape(-1)
-            data = data[keep]
-        if data.shape[0] == 0:
-            raise ValueError(f"site '{name}' has no observed (unmasked) data")
+        name, bounded, data = _energy_site(tr)
         bounded.model.check_data(data)
         prior_model = handlers.block(self._model, hide=[name])
         info = initialize_model(
@@ -287,3 +264,33 @@ class Exchange(ModelKernel):
 
         state, self._sample_fn = init_chains(init_one, sample_one, batched, rng_key, params)
         return state
+
+
+def _energy_site(tr):
+    """(name, distribution, observed data as rows) of the one observed BoundedEnergyDist site of
+    a model's trace: masked-out entries are not data; a latent discrete site is refused."""
+    sites = [
+        n for n, s in tr.items()
+        if s["type"] == "sample" and s["is_observed"]
+        and isinstance(_unwrap(s["fn"])[0], BoundedEnergyDist)
+    ]  # fmt: skip
+    if len(sites) != 1:
+        raise ValueError(
+            "phn.Exchange needs exactly one observed BoundedEnergyDist site (it may sit "
+            f"in plates, be masked or .to_event'ed), found {len(sites)}"
+        )
+    name = sites[0]
+    for n, s in tr.items():
+        if s["type"] == "sample" and not s["is_observed"] and s["fn"].support.is_discrete:
+            raise ValueError(f"latent site '{n}' is discrete: Exchange needs continuous θ")
+    bounded, mask = _unwrap(tr[name]["fn"])
+    event = tuple(bounded.event_shape)
+    value = jnp.asarray(tr[name]["value"])
+    batch = value.shape[: value.ndim - len(event)]
+    data = value.reshape((-1,) + event)
+    if mask is not None:  # masked-out data are not data: keep the observed entries only
+        keep = np.broadcast_to(np.asarray(mask, bool), batch).reshape(-1)
+        data = data[keep]
+    if data.shape[0] == 0:
+        raise ValueError(f"site '{name}' has no observed (unmasked) data")
+    return name, bounded, data

@@ -27,6 +27,19 @@ Example
 True
 """
 
+import importlib
+import warnings
+
 from .pilot import Pilot, PilotOptions, survey
 
 __all__ = ["Pilot", "PilotOptions", "survey"]
+
+
+def __getattr__(name):
+    # the checked annealers sit above this package (ppl_hais.estimate); the old spelling
+    # ppl_hais.annealing.hais still resolves, with a warning
+    if name in ("ais", "hais", "bdmc", "RunOptions"):
+        warnings.warn(f"ppl_hais.annealing.{name} is now ppl_hais.estimate.annealers.{name} "
+                      f"(or ppl_hais.{name})", DeprecationWarning, stacklevel=2)  # fmt: skip
+        return getattr(importlib.import_module("ppl_hais.estimate.annealers"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

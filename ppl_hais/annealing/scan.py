@@ -24,17 +24,18 @@ Example
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..mcmc import fast_random
 from ..model.target import AnnealingTarget
 from ..runtime.progress import pace
 from ..stats import estimators
 from .kernels import TransitionKernel
+from .scale import interp_rows, population_log_scale
 
 ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
 BIN_STEPS = 8  # temperatures per bin of the scan; the host merges bins into ``num_bins``
@@ -193,99 +194,15 @@ def anneal(
     else:
         valid = particle_offset + jnp.arange(num_particles) < num_valid
         count_valid = jnp.maximum(jnp.sum(valid), 1).astype(dtype)
-
-    def mean(x):  # over the particles that are not padding
-        return jnp.sum(jnp.where(valid, x, 0.0)) / count_valid
-
-    def measured_scale(states, beta):
-        pot = states.potential
-        grad = None if pot.grad_ratio is None else pot.grad(beta)
-        return _population_log_scale(states.position, grad)
-
-    def given_scale(states, beta):
-        if scale_ref is None:
-            return jnp.zeros(dim, dtype)
-        return _interp_rows(beta, *scale_ref)
-
-    def coordinate_scale(states, beta):
-        if isinstance(adapt_scale, bool):
-            return (measured_scale if adapt_scale else given_scale)(states, beta)
-        # a select, not a cond: both are O(P·D), and a cond splits the step's fusions
-        return jnp.where(adapt_scale, measured_scale(states, beta), given_scale(states, beta))
-
-    def temperature(inner, xs):
-        n, active = xs  # a temperature past β_N (the last bin's padding) changes nothing
-        carry, sums = inner
-        last = betas.shape[0] - 1
-        beta_prev, beta = betas[jnp.minimum(n - 1, last)], betas[jnp.minimum(n, last)]
-        d_beta = jnp.where(active, beta - beta_prev, 0.0)
-        pot = carry.states.potential
-        log_w = carry.log_w + jnp.where(d_beta == 0, 0.0, d_beta * pot.log_ratio)
-        step_log = log_step[jnp.minimum(n, last)] + carry.offset
-        step_size = jnp.exp(step_log)
-        log_scale = coordinate_scale(carry.states, beta)
-        keys = fast_random.split_particles(key_steps, num_particles, particle_offset, step=n)
-        moved, info = step_vmap(keys, carry.states, target, beta, step_size, jnp.exp(log_scale))
-        states = jax.tree.map(lambda new, old: jnp.where(active, new, old), moved, carry.states)
-        on = jnp.asarray(active, dtype)
-        mean_acc = mean(info.acceptance_rate)
-        adapting = adapt_target >= 0
-        offset = carry.offset + jnp.where(adapting, on * ADAPT_RATE * (mean_acc - adapt_target), 0)
-        nonfinite = carry.nonfinite + (active & ~info.is_finite & valid).astype(jnp.int32)
-        # gradients per particle: a particle's own (mean) and what vmap executed (max)
-        used = jnp.asarray(info.num_gradients, dtype)
-        # and, for mixed_kernel, the fraction of particles whose integer move was taken
-        taken = mean(jnp.asarray(info.discrete_accepted, dtype))
-        grads = carry.grads + on * jnp.stack([mean(used), jnp.max(used), taken])
-        sums = BinSums(
-            sums.acceptance + on * mean_acc,
-            sums.step_size + on * step_size,
-            sums.log_scale + on * log_scale,
-            sums.beta + on * beta,
-        )
-        inner = (Carry(states, log_w, offset, nonfinite, grads), sums)
-        spread = _finite_std(jnp.where(valid, states.potential.log_ratio, jnp.nan))
-        return inner, (step_log, spread)
-
     # Bins of BIN_STEPS temperatures, as many as N needs, under a while loop: N is data, so one
     # compiled program serves every number of temperatures up to the schedule's length. A bin
     # is a scan of fixed length (an accelerator checks the loop's condition once per bin, not
     # per temperature); temperatures past β_N in the last bin are masked.
     max_bins = -(-(betas.shape[0] - 1) // BIN_STEPS)
     num_bins_used = (num_steps + BIN_STEPS - 1) // BIN_STEPS
-    zero = jnp.zeros((), dtype)
-    zeros = lambda *shape: jnp.zeros((max_bins, *shape), dtype)  # noqa: E731
-    summaries0 = Summaries(
-        zeros(), zeros(), zeros(), zeros(), zeros(), jnp.zeros(max_bins, jnp.int32)
-    )
-    scale0 = ScaleSums(jnp.zeros(SCALE_ROWS, dtype), jnp.zeros((SCALE_ROWS, dim), dtype),
-                       jnp.zeros(SCALE_ROWS, jnp.int32))  # fmt: skip
-    rec0 = (zeros(BIN_STEPS), zeros(BIN_STEPS))
-
-    def bin_(loop):
-        b, carry, summaries, scale, rec, due = loop
-        first = b * BIN_STEPS + 1
-        n = first + jnp.arange(BIN_STEPS)
-        sums = BinSums(zero, zero, jnp.zeros(dim, dtype), zero)
-        (carry, sums), per_step = jax.lax.scan(temperature, (carry, sums), (n, n <= num_steps))
-        count = jnp.minimum(num_steps - first + 1, BIN_STEPS)
-        per = count.astype(dtype)
-        lw = jnp.where(jnp.isnan(carry.log_w) | ~valid, -jnp.inf, carry.log_w)
-        row = Summaries(
-            sums.acceptance / per, sums.step_size / per, estimators.ess(lw),
-            jax.scipy.special.logsumexp(lw) - jnp.log(count_valid), betas[first + count - 1],
-            count,
-        )  # fmt: skip
-        summaries = jax.tree.map(lambda buf, v: buf.at[b].set(v), summaries, row)
-        # one row per bin while they fit, else bins merged evenly into the rows
-        slot = (b * SCALE_ROWS) // jnp.maximum(num_bins_used, SCALE_ROWS)
-        scale = jax.tree.map(lambda buf, v: buf.at[slot].add(v), scale,
-                             ScaleSums(sums.beta, sums.log_scale, count))  # fmt: skip
-        rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
-        if progress is not None:  # the progress bar, and where Ctrl-C stops the scan
-            due = pace(progress, first + count - 1, due)
-        return b + 1, carry, summaries, scale, rec, due
-
+    run = _Run(target, step_vmap, betas, log_step, key_steps, num_particles, particle_offset,
+               valid, count_valid, dim, dtype, scale_ref, adapt_scale, adapt_target, num_steps,
+               num_bins_used, progress)  # fmt: skip
     carry = Carry(
         states,
         jnp.zeros(num_particles, dtype),
@@ -293,19 +210,150 @@ def anneal(
         jnp.zeros(num_particles, jnp.int32),
         jnp.zeros(3, dtype),
     )
-    loop = (jnp.zeros((), jnp.int32), carry, summaries0, scale0, rec0, jnp.zeros((), jnp.int32))
+    loop = (jnp.zeros((), jnp.int32), carry, *_empty_rows(max_bins, dim, dtype),
+            jnp.zeros((), jnp.int32))  # fmt: skip
     _, carry, summaries, scale, rec, _ = jax.lax.while_loop(
-        lambda loop: loop[0] < num_bins_used, bin_, loop
+        lambda loop: loop[0] < num_bins_used, partial(_bin, run), loop
     )
+    return _output(carry, summaries, scale, rec, carry0_initial, valid)
+
+
+class _Run(NamedTuple):
+    """What every temperature of one :func:`anneal` reads: fixed for the run."""
+
+    target: Any
+    step_vmap: Any  # the kernel's step, vmapped over particles
+    betas: Any
+    log_step: Any
+    key_steps: Any
+    num_particles: int
+    particle_offset: Any
+    valid: Any  # (P,) False for padding
+    count_valid: Any
+    dim: int
+    dtype: Any
+    scale_ref: Any
+    adapt_scale: Any
+    adapt_target: Any
+    num_steps: Any
+    num_bins_used: Any
+    progress: Any
+
+
+def _mean(run, x):
+    """The mean over the particles that are not padding."""
+    return jnp.sum(jnp.where(run.valid, x, 0.0)) / run.count_valid
+
+
+def _coordinate_scale(run, states, beta):
+    """log(scale) per coordinate at β: measured from the population (the pilot), or given."""
+
+    def measured():
+        pot = states.potential
+        grad = None if pot.grad_ratio is None else pot.grad(beta)
+        return population_log_scale(states.position, grad)
+
+    def given():
+        if run.scale_ref is None:
+            return jnp.zeros(run.dim, run.dtype)
+        return interp_rows(beta, *run.scale_ref)
+
+    if isinstance(run.adapt_scale, bool):
+        return measured() if run.adapt_scale else given()
+    # a select, not a cond: both are O(P·D), and a cond splits the step's fusions
+    return jnp.where(run.adapt_scale, measured(), given())
+
+
+def _temperature(run, inner, xs):
+    """One temperature: the weight update from the cached ratio, then one transition."""
+    n, active = xs  # a temperature past β_N (the last bin's padding) changes nothing
+    carry, sums = inner
+    betas, dtype = run.betas, run.dtype
+    last = betas.shape[0] - 1
+    beta_prev, beta = betas[jnp.minimum(n - 1, last)], betas[jnp.minimum(n, last)]
+    d_beta = jnp.where(active, beta - beta_prev, 0.0)
+    pot = carry.states.potential
+    log_w = carry.log_w + jnp.where(d_beta == 0, 0.0, d_beta * pot.log_ratio)
+    step_log = run.log_step[jnp.minimum(n, last)] + carry.offset
+    step_size = jnp.exp(step_log)
+    log_scale = _coordinate_scale(run, carry.states, beta)
+    keys = fast_random.split_particles(run.key_steps, run.num_particles, run.particle_offset,
+                                       step=n)  # fmt: skip
+    moved, info = run.step_vmap(keys, carry.states, run.target, beta, step_size,
+                                jnp.exp(log_scale))  # fmt: skip
+    states = jax.tree.map(lambda new, old: jnp.where(active, new, old), moved, carry.states)
+    on = jnp.asarray(active, dtype)
+    mean_acc = _mean(run, info.acceptance_rate)
+    adapting = run.adapt_target >= 0
+    offset = carry.offset + jnp.where(adapting, on * ADAPT_RATE * (mean_acc - run.adapt_target),
+                                      0)  # fmt: skip
+    nonfinite = carry.nonfinite + (active & ~info.is_finite & run.valid).astype(jnp.int32)
+    # gradients per particle: a particle's own (mean) and what vmap executed (max)
+    used = jnp.asarray(info.num_gradients, dtype)
+    # and, for mixed_kernel, the fraction of particles whose integer move was taken
+    taken = _mean(run, jnp.asarray(info.discrete_accepted, dtype))
+    grads = carry.grads + on * jnp.stack([_mean(run, used), jnp.max(used), taken])
+    sums = BinSums(
+        sums.acceptance + on * mean_acc,
+        sums.step_size + on * step_size,
+        sums.log_scale + on * log_scale,
+        sums.beta + on * beta,
+    )
+    inner = (Carry(states, log_w, offset, nonfinite, grads), sums)
+    spread = _finite_std(jnp.where(run.valid, states.potential.log_ratio, jnp.nan))
+    return inner, (step_log, spread)
+
+
+def _empty_rows(max_bins, dim, dtype):
+    """The per-bin summaries, the scale's rows and the per-temperature records, all zero."""
+    zeros = lambda *shape: jnp.zeros((max_bins, *shape), dtype)  # noqa: E731
+    summaries0 = Summaries(
+        zeros(), zeros(), zeros(), zeros(), zeros(), jnp.zeros(max_bins, jnp.int32)
+    )
+    scale0 = ScaleSums(jnp.zeros(SCALE_ROWS, dtype), jnp.zeros((SCALE_ROWS, dim), dtype),
+                       jnp.zeros(SCALE_ROWS, jnp.int32))  # fmt: skip
+    rec0 = (zeros(BIN_STEPS), zeros(BIN_STEPS))
+    return summaries0, scale0, rec0
+
+
+def _bin(run, loop):
+    """One bin of ``BIN_STEPS`` temperatures, its row of summaries, the progress bar's tick."""
+    b, carry, summaries, scale, rec, due = loop
+    dtype, zero = run.dtype, jnp.zeros((), run.dtype)
+    first = b * BIN_STEPS + 1
+    n = first + jnp.arange(BIN_STEPS)
+    sums = BinSums(zero, zero, jnp.zeros(run.dim, dtype), zero)
+    (carry, sums), per_step = jax.lax.scan(partial(_temperature, run), (carry, sums),
+                                           (n, n <= run.num_steps))  # fmt: skip
+    count = jnp.minimum(run.num_steps - first + 1, BIN_STEPS)
+    per = count.astype(dtype)
+    lw = jnp.where(jnp.isnan(carry.log_w) | ~run.valid, -jnp.inf, carry.log_w)
+    row = Summaries(
+        sums.acceptance / per, sums.step_size / per, estimators.ess(lw),
+        jax.scipy.special.logsumexp(lw) - jnp.log(run.count_valid), run.betas[first + count - 1],
+        count,
+    )  # fmt: skip
+    summaries = jax.tree.map(lambda buf, v: buf.at[b].set(v), summaries, row)
+    # one row per bin while they fit, else bins merged evenly into the rows
+    slot = (b * SCALE_ROWS) // jnp.maximum(run.num_bins_used, SCALE_ROWS)
+    scale = jax.tree.map(lambda buf, v: buf.at[slot].add(v), scale,
+                         ScaleSums(sums.beta, sums.log_scale, count))  # fmt: skip
+    rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
+    if run.progress is not None:  # the progress bar, and where Ctrl-C stops the scan
+        due = pace(run.progress, first + count - 1, due)
+    return b + 1, carry, summaries, scale, rec, due
+
+
+def _output(carry, summaries, scale, rec, start_log_initial, valid) -> AnnealOutput:
     states, log_w, _, nonfinite, grads = carry
     acc, eps, ess, log_z, bin_beta, bin_count = summaries
-    init_nonfinite = jnp.sum(~jnp.isfinite(carry0_initial) & valid).astype(jnp.int32)
+    init_nonfinite = jnp.sum(~jnp.isfinite(start_log_initial) & valid).astype(jnp.int32)
     return AnnealOutput(
         log_weights=log_w,
         particles=states.position,
         log_ratio=states.potential.log_ratio,
         log_initial=states.potential.log_initial,
-        start_log_initial=carry0_initial,
+        start_log_initial=start_log_initial,
         initial_nonfinite=init_nonfinite,
         num_nonfinite=jnp.sum(nonfinite),
         particle_nonfinite=nonfinite,
@@ -322,39 +370,3 @@ def anneal(
         log_scale=scale.log_scale,
         scale_count=scale.count,
     )
-
-
-def scale_knots(out):
-    """The measured scale of an :func:`anneal` output as ``scale_ref`` knots, traceable (inside
-    a jitted caller that cannot drop rows): each row's mean β and log scale; the empty rows
-    after the last (past the run's end) repeat it at β = 1, so the knots stay sorted."""
-    count = jnp.maximum(out.scale_count, 1).astype(out.scale_betas.dtype)
-    betas, log_scale = out.scale_betas / count, out.log_scale / count[:, None]
-    empty = out.scale_count == 0
-    last = log_scale[jnp.maximum(jnp.sum(~empty) - 1, 0)]
-    return jnp.where(empty, 1.0, betas), jnp.where(empty[:, None], last, log_scale)
-
-
-def _interp_rows(x, xp, fp):
-    """``jnp.interp(x, xp, fp[:, j])`` for every column j at once, the same arithmetic: the
-    knot is found once, by comparisons rather than ``searchsorted``'s loop, which ran every
-    temperature and made an H100's annealing step 3× slower (27 → 87 µs at 200 particles,
-    timed on an H100)."""
-    i = jnp.clip(jnp.sum(xp <= x), 1, xp.shape[0] - 1)
-    dx = xp[i] - xp[i - 1]
-    dx0 = jnp.abs(dx) <= np.spacing(np.finfo(xp.dtype).eps)
-    f = jnp.where(dx0, fp[i - 1], fp[i - 1] + ((x - xp[i - 1]) / jnp.where(dx0, 1, dx))
-                  * (fp[i] - fp[i - 1]))  # fmt: skip
-    return jnp.where(x > xp[-1], fp[-1], jnp.where(x < xp[0], fp[0], f))
-
-
-def _population_log_scale(x, g):
-    """log (Var x / Var g)^(1/4) per coordinate over the particles (MEADS's diagonal scale);
-    without gradients (g None) or where they do not vary (e.g. a flat initial density),
-    log sd(x); 0 where the population has collapsed or is not finite."""
-    log_x = jnp.log(jnp.var(x, axis=0))
-    log_g = jnp.full_like(log_x, jnp.nan) if g is None else jnp.log(jnp.var(g, axis=0))
-    ok_x = jnp.isfinite(log_x)
-    ok_g = jnp.isfinite(log_g)
-    log_s = jnp.where(ok_x & ok_g, 0.25 * (log_x - log_g), 0.5 * log_x)
-    return jnp.where(ok_x, log_s, 0.0)

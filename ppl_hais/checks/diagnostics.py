@@ -57,7 +57,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..stats.estimators import EXCESS_TOP, importance_ess, log_mean_exp_se, pool
-from ..stats.pareto import tail_length, tail_shape
+from ..stats.weights import MIN_PARTICLES_KHAT, lag_correlation, outside_fraction, pareto_khat
 
 __all__ = [
     "EvidenceWarning", "KHAT_UNRELIABLE", "KHAT_WARN", "ESS_FRACTION", "evidence_checks",
@@ -68,7 +68,6 @@ __all__ = [
 KHAT_WARN = 0.5  # above: the weights' variance is probably infinite (PSIS)
 KHAT_UNRELIABLE = 0.7  # above: the estimate is unreliable; the SE is reported as inf
 ESS_FRACTION = 0.1  # importance ESS below this fraction of the particles warns
-MIN_PARTICLES_KHAT = 20  # fewer particles: k̂ is not estimated (NaN)
 BOUNDED_WEIGHT = 3.0  # largest weight at most this × the mean: no tail for k̂ to judge
 GAP_FLOOR = 0.1  # nats: a bidirectional gap below this never warns
 # the bias check warns above BIAS_FLOOR nats and BIAS_NOISE of its SEs (derived on the trust
@@ -88,33 +87,6 @@ OUTSIDE_WARN = 0.1  # the lag check applies when this fraction of the final part
 
 class EvidenceWarning(UserWarning):
     """An evidence estimate whose diagnostics say it cannot be trusted as reported."""
-
-
-def lag_correlation(log_weights, log_ratio) -> float:
-    """Spearman rank correlation between the final log weights and log f − log q (the log
-    density ratio of target and initial distribution) at the final particles.
-
-    A rank correlation, so one particle far out (or a zero weight) cannot dominate it; NaN
-    with fewer than 20 particles where both are finite or when either does not vary. Its noise
-    is about 1/√P for a run that kept up with the annealing.
-    """
-    lw = np.asarray(log_weights, dtype=float).ravel()
-    h = np.asarray(log_ratio, dtype=float).ravel()
-    ok = np.isfinite(lw) & np.isfinite(h)
-    if ok.sum() < MIN_PARTICLES_KHAT or np.ptp(lw[ok]) == 0 or np.ptp(h[ok]) == 0:
-        return float("nan")
-    return float(np.corrcoef(_ranks(lw[ok]), _ranks(h[ok]))[0, 1])
-
-
-def _ranks(x):
-    """Ranks 1..n of ``x``, ties given their average rank (scipy's ``rankdata``)."""
-    order = np.argsort(x, kind="stable")
-    xs = x[order]
-    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
-    ends = np.r_[starts[1:], xs.size]
-    ranks = np.empty(x.size)
-    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
-    return ranks
 
 
 def _too_high(up, max_weight, num_particles) -> str:
@@ -148,20 +120,6 @@ def khat_applies(khat, max_weight=None) -> bool:
     return max_weight is None or not max_weight <= BOUNDED_WEIGHT
 
 
-def outside_fraction(start_log_initial, final_log_initial) -> float:
-    """The fraction of final particles outside the initial distribution's central 95%: whose
-    log q lies below the 5% quantile of log q over the initial draws. About 0.05 or less
-    when the target lies within the initial distribution (a prior start, a Laplace start);
-    large when the annealing carried the particles beyond it (a wider or heavier-tailed
-    target). NaN when either is not finite anywhere."""
-    q0 = np.asarray(start_log_initial, dtype=float).ravel()
-    q1 = np.asarray(final_log_initial, dtype=float).ravel()
-    q0, q1 = q0[np.isfinite(q0)], q1[~np.isnan(q1)]
-    if q0.size == 0 or q1.size == 0:
-        return float("nan")
-    return float(np.mean(q1 < np.quantile(q0, 0.05)))
-
-
 def lag_threshold(num_particles: int, khat: float | None = None) -> float:
     """The lag correlation that warns: 0.2, or 4 noise standard deviations (4/√P) if larger.
 
@@ -175,32 +133,6 @@ def lag_threshold(num_particles: int, khat: float | None = None) -> float:
     if khat is not None and np.isfinite(khat) and khat >= LAG_WITH_KHAT[1]:
         return max(LAG_WITH_KHAT[0], 2.5 / root)
     return max(LAG_WARN, 4.0 / root)
-
-
-def pareto_khat(log_weights) -> float:
-    """Pareto k̂ of the importance weights (PSIS: :func:`ppl_hais.stats.pareto.tail_shape`); NaN when
-    it cannot be fitted.
-
-    Non-finite log weights count as zero weights. With fewer than 20 particles the tail cannot
-    be fitted (NaN); with fewer than 5 non-zero weights the weights have collapsed (inf). When
-    the largest weights are all equal (a likelihood that does not depend on the latents: every
-    weight is the same) there is no tail: −inf (ArviZ raises or says inf there). NaN
-    too when the tail's first quartile is its minimum (no Pareto-like tail to fit).
-    """
-    lw = np.asarray(log_weights, dtype=float).ravel()
-    lw = np.where(np.isnan(lw), -np.inf, lw)
-    finite = lw[np.isfinite(lw)]
-    if lw.size < MIN_PARTICLES_KHAT:  # the tail fit uses the largest ~3√P weights
-        return float("nan")
-    if finite.size < 5:  # the weights have collapsed onto a handful of particles
-        return float("inf")
-    # the fit expects finite input; a zero weight is far below every finite one
-    lw = np.where(np.isfinite(lw), lw, finite.min() - 1e3)
-    tail = np.sort(lw)[-tail_length(lw.size) - 1 :]
-    if np.ptp(tail) <= 1e-12 * max(1.0, abs(tail[-1])):
-        return float("-inf")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return tail_shape(lw)
 
 
 def evidence_checks(
@@ -242,7 +174,6 @@ def evidence_checks(
     below 0.5% warns). ``remedy``:
     what helps this estimator when the weights degenerate (default: the annealer's).
     """
-    out = []
     more = remedy or (
         "more temperatures (num_steps), more particles, or initial='laplace' / a fitted guide"
     )
@@ -250,119 +181,162 @@ def evidence_checks(
     # means (measured: an enumerated mixture at ESS < 10% was right within its SE 10 of 10
     # times, and warned each time), so the ESS check speaks only where k̂ cannot
     se_valid = khat is not None and khat_applies(khat, max_weight) and khat < KHAT_WARN
+    out = [
+        _khat_check(khat, max_weight, excess, num_particles, more),
+        _ess_check(ess, num_particles, se_valid, more),
+        _nonfinite_check(num_nonfinite, num_evaluations, nonfinite_weighted),
+        _gap_check(gap, gap_se, more),
+        _bias_check(bias_gap, bias_gap_se, more),
+        _lag_check(lag, outside, khat, max_weight, num_particles),
+        _discrete_check(discrete_acceptance),
+        _chains_check(disagreement, more),
+    ]
+    return tuple(sentence for sentence in out if sentence)
+
+
+def _khat_check(khat, max_weight, excess, num_particles, more) -> str | None:
     if khat is None:
-        pass
-    elif np.isnan(khat):
-        out.append(
+        return None
+    if np.isnan(khat):
+        return (
             f"pareto_k: k̂ cannot be estimated from {num_particles} particles (fewer than "
             f"{MIN_PARTICLES_KHAT}), so the tail of the weights and the error bar are unchecked. "
             "Remedy: more particles."
         )
-    elif khat == np.inf:
-        out.append(
+    if khat == np.inf:
+        return (
             f"pareto_k: Pareto k̂ = {khat} (fewer than 5 non-zero weights to fit a "
             f"tail): the weights have collapsed; the error bar is meaningless. "
             f"Remedy: {more}."
         )
-    elif not khat_applies(khat, max_weight):
-        pass  # bounded weights: the tail fit has nothing to judge
-    elif khat >= KHAT_UNRELIABLE:
-        out.append(
+    if not khat_applies(khat, max_weight):
+        return None  # bounded weights: the tail fit has nothing to judge
+    if khat >= KHAT_UNRELIABLE:
+        return (
             f"pareto_k: Pareto k̂ = {khat:.2f} ≥ {KHAT_UNRELIABLE}: the importance weights are "
             "so heavy-tailed that the estimate is unreliable (typically too low) and its "
             f"standard error is reported as inf{_too_high(excess, max_weight, num_particles)}. "
             f"Remedy: {more}."
         )
-    elif khat >= KHAT_WARN:
-        out.append(
+    if khat >= KHAT_WARN:
+        return (
             f"pareto_k: Pareto k̂ = {khat:.2f} ≥ {KHAT_WARN}: the importance weights probably "
             "have an infinite variance, so the standard error understates the error and the "
             "estimate is likely biased low (heavy tails or regions the particles rarely "
             f"reach){_too_high(excess, max_weight, num_particles)}. Remedy: {more}; an initial "
             "distribution with heavier tails (initial='laplace_t')."
         )
+    return None
+
+
+def _ess_check(ess, num_particles, se_valid, more) -> str | None:
     if ess is None:
-        pass
-    elif np.isfinite(ess) and ess < ESS_FRACTION * num_particles and not se_valid:
-        out.append(
+        return None
+    if np.isfinite(ess) and ess < ESS_FRACTION * num_particles and not se_valid:
+        return (
             f"ess: importance ESS = {ess:.1f} of {num_particles} particles "
             f"(< {ESS_FRACTION:.0%}): few particles carry the estimate. Remedy: {more}."
         )
-    elif not np.isfinite(ess):
-        out.append(f"ess: the importance ESS is {ess} (no finite weight). Remedy: {more}.")
+    if not np.isfinite(ess):
+        return f"ess: the importance ESS is {ess} (no finite weight). Remedy: {more}."
+    return None
+
+
+def _nonfinite_check(num_nonfinite, num_evaluations, nonfinite_weighted) -> str | None:
     share = num_nonfinite / num_evaluations if num_nonfinite and num_evaluations else 0.0
-    if (share if nonfinite_weighted is None else nonfinite_weighted) > NONFINITE_WARN:
-        weighted = ("" if nonfinite_weighted is None else
-                    f"; {nonfinite_weighted:.1%} weighed by the particles' final weights")
-        out.append(
-            f"nonfinite: {num_nonfinite} proposals had a NaN/inf density or gradient "
-            f"({share:.1%}{weighted}): the model is not finite where the particles go. "
-            "Remedy: check the model's support and parameterization."
-        )
+    if not (share if nonfinite_weighted is None else nonfinite_weighted) > NONFINITE_WARN:
+        return None
+    weighted = ("" if nonfinite_weighted is None else
+                f"; {nonfinite_weighted:.1%} weighed by the particles' final weights")
+    return (
+        f"nonfinite: {num_nonfinite} proposals had a NaN/inf density or gradient "
+        f"({share:.1%}{weighted}): the model is not finite where the particles go. "
+        "Remedy: check the model's support and parameterization."
+    )
+
+
+def _gap_check(gap, gap_se, more) -> str | None:
     if gap is not None and np.isfinite(gap):
         tol = max(GAP_FLOOR, 3.0 * (gap_se if gap_se is not None and np.isfinite(gap_se) else 0))
         if abs(gap) > tol:
-            out.append(
+            return (
                 f"bidirectional_gap: the reverse (upper) estimate exceeds the forward (lower) one "
                 f"by {gap:.3f} nats (> {tol:.3f}): the annealing is far from equilibrium and "
                 f"log Z may be anywhere in between. Remedy: {more}."
             )
     elif gap is not None:
-        out.append(f"bidirectional_gap: the gap is {gap}: the reverse run failed. Remedy: {more}.")
-    if bias_gap is not None and not np.isfinite(bias_gap):
-        out.append(
+        return f"bidirectional_gap: the gap is {gap}: the reverse run failed. Remedy: {more}."
+    return None
+
+
+def _bias_check(bias_gap, bias_gap_se, more) -> str | None:
+    if bias_gap is None:
+        return None
+    if not np.isfinite(bias_gap):
+        return (
             f"bias: the reverse anneal of the bias check gave {bias_gap} (no finite weight): the "
             f"posterior draws it started from lie where the path cannot reach. Remedy: {more}."
         )
-    elif bias_gap is not None:
-        noise = bias_gap_se if bias_gap_se is not None and np.isfinite(bias_gap_se) else 0.0
-        tol = max(BIAS_FLOOR, BIAS_NOISE * noise)
-        if bias_gap > tol:
-            out.append(
-                f"bias: the reverse anneal from MCMC posterior draws is {bias_gap:.2f} nats "
-                f"above the estimate (more than {tol:.2f}, {BIAS_NOISE:g} times its noise): the "
-                f"estimate may be up to {2 * bias_gap:.2f} nats too low (log Z lies between the "
-                "two when the draws are exact; draws that miss mass too make the gap smaller "
-                "than the shortfall, by up to half on a funnel). Remedy: more temperatures or "
-                "leapfrog steps per temperature (num_leapfrog), an initial distribution as wide "
-                "and heavy-tailed as the posterior; for a funnel, a non-centered "
-                "parameterization."
-            )
+    noise = bias_gap_se if bias_gap_se is not None and np.isfinite(bias_gap_se) else 0.0
+    tol = max(BIAS_FLOOR, BIAS_NOISE * noise)
+    if not bias_gap > tol:
+        return None
+    return (
+        f"bias: the reverse anneal from MCMC posterior draws is {bias_gap:.2f} nats "
+        f"above the estimate (more than {tol:.2f}, {BIAS_NOISE:g} times its noise): the "
+        f"estimate may be up to {2 * bias_gap:.2f} nats too low (log Z lies between the "
+        "two when the draws are exact; draws that miss mass too make the gap smaller "
+        "than the shortfall, by up to half on a funnel). Remedy: more temperatures or "
+        "leapfrog steps per temperature (num_leapfrog), an initial distribution as wide "
+        "and heavy-tailed as the posterior; for a funnel, a non-centered "
+        "parameterization."
+    )
+
+
+def _lag_check(lag, outside, khat, max_weight, num_particles) -> str | None:
     lag_limit = lag_threshold(num_particles, khat if khat_applies(khat, max_weight) else None)
     beyond = outside is None or not np.isfinite(outside) or outside >= OUTSIDE_WARN
-    if lag is not None and np.isfinite(lag) and lag >= lag_limit and beyond:
-        with_k = "" if lag >= lag_threshold(num_particles) else f", with Pareto k̂ = {khat:.2f}"
-        where = (
-            ""
-            if outside is None or not np.isfinite(outside)
-            else f"; {outside:.0%} of them ended outside the initial distribution's central 95%"
-        )
-        out.append(
-            f"lag: the final particles still predict their weights (rank correlation "
-            f"{lag:.2f} ≥ {lag_limit:.2f} between the log weights and log f − log q"
-            f"{with_k}{where}): the transitions did not keep up with the annealing, so mass the "
-            "particles never reached (tails heavier than the initial distribution's, a funnel's "
-            "neck, a target much wider than the start) is missing and the estimate is probably "
-            "too low by more than its SE. Remedy: an initial distribution at least as wide and "
-            "heavy-tailed as the target (initial='laplace_t'), more temperatures or leapfrog steps "
-            "per temperature (num_leapfrog); for a funnel, a non-centered parameterization."
-        )
-    if discrete_acceptance is not None and not discrete_acceptance >= DISCRETE_ACCEPT_WARN:
-        out.append(
-            f"discrete: the Metropolis moves of the integer coordinates were taken in "
-            f"{discrete_acceptance:.2%} of the steps (< {DISCRETE_ACCEPT_WARN:.1%}): those "
-            "coordinates hardly leave their initial draws, so the annealing cannot follow the "
-            "posterior in them and the estimate may miss most of its mass. Remedy: marginalize "
-            "the discrete variable out (a sum in the model, or NumPyro's enumeration), or "
-            "reparameterize it so that neighbouring values are both plausible."
-        )
-    if disagreement is not None and disagreement > 3.0:
-        out.append(
-            f"chains: the chains' estimates spread {disagreement:.1f}× more than their own "
-            "error bars say (a mode or tail that some runs missed); the pooled SE uses the "
-            f"spread. Remedy: {more}."
-        )
-    return tuple(out)
+    if not (lag is not None and np.isfinite(lag) and lag >= lag_limit and beyond):
+        return None
+    with_k = "" if lag >= lag_threshold(num_particles) else f", with Pareto k̂ = {khat:.2f}"
+    where = (
+        ""
+        if outside is None or not np.isfinite(outside)
+        else f"; {outside:.0%} of them ended outside the initial distribution's central 95%"
+    )
+    return (
+        f"lag: the final particles still predict their weights (rank correlation "
+        f"{lag:.2f} ≥ {lag_limit:.2f} between the log weights and log f − log q"
+        f"{with_k}{where}): the transitions did not keep up with the annealing, so mass the "
+        "particles never reached (tails heavier than the initial distribution's, a funnel's "
+        "neck, a target much wider than the start) is missing and the estimate is probably "
+        "too low by more than its SE. Remedy: an initial distribution at least as wide and "
+        "heavy-tailed as the target (initial='laplace_t'), more temperatures or leapfrog steps "
+        "per temperature (num_leapfrog); for a funnel, a non-centered parameterization."
+    )
+
+
+def _discrete_check(discrete_acceptance) -> str | None:
+    if discrete_acceptance is None or discrete_acceptance >= DISCRETE_ACCEPT_WARN:
+        return None
+    return (
+        f"discrete: the Metropolis moves of the integer coordinates were taken in "
+        f"{discrete_acceptance:.2%} of the steps (< {DISCRETE_ACCEPT_WARN:.1%}): those "
+        "coordinates hardly leave their initial draws, so the annealing cannot follow the "
+        "posterior in them and the estimate may miss most of its mass. Remedy: marginalize "
+        "the discrete variable out (a sum in the model, or NumPyro's enumeration), or "
+        "reparameterize it so that neighbouring values are both plausible."
+    )
+
+
+def _chains_check(disagreement, more) -> str | None:
+    if disagreement is None or not disagreement > 3.0:
+        return None
+    return (
+        f"chains: the chains' estimates spread {disagreement:.1f}× more than their own "
+        "error bars say (a mode or tail that some runs missed); the pooled SE uses the "
+        f"spread. Remedy: {more}."
+    )
 
 
 def bias_invalid(gap, gap_se) -> bool:
@@ -375,7 +349,7 @@ def bias_invalid(gap, gap_se) -> bool:
 def user_stacklevel() -> int:
     """The stacklevel of the first frame outside ppl_hais (the core or the adapters), so the
     warning points at the user's call, however many of our frames lie between."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package's root
     ours = (here + os.sep, os.path.join(os.path.dirname(here), "adapters") + os.sep)
     frame, level = sys._getframe(1), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(ours):

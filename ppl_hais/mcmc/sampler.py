@@ -32,17 +32,11 @@ from ..runtime.precision import float64, in_thread
 from ..runtime.progress import close_bar, open_run, run_interruptibly
 from ..runtime.structure import compile_once, merge, split
 from . import fast_random
-from .adaptation import (
-    adaptation_init,
-    adaptation_schedule,
-    adaptation_update,
-    damping_refresh,
-    max_eigenvalue,
-)
+from .adaptation import adaptation_init, adaptation_schedule
 from .kernel import find_reasonable_step_size, init, resolve_uniform
 from .lanes import lane as start_lane
-from .lanes import micro_step, run_phase, run_phases
 from .lookahead import FLIPS
+from .phases import Phases, warmup_and_draws, warmup_then_draws
 
 __all__ = ["MCMCResult", "sample"]
 
@@ -63,17 +57,6 @@ class MCMCResult(NamedTuple):
     executed_gradients: Any = None  # (warmup, sampling): gradients per chain the batch ran
 
 
-class _Draws(NamedTuple):
-    """A chain's draws, filled in as its transitions complete, and the thinning accumulators."""
-
-    position: Any
-    logdensity: Any
-    info: Any  # ReducedFlipInfo of arrays (draws,)
-    flipped: Any  # any flip / divergence and the gradients since the last kept draw
-    divergent: Any
-    grads: Any
-
-
 @lru_cache(maxsize=16)
 def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, flips,
               uniform, adapt_mass_matrix, auto_refresh, thinning, chain_method):  # fmt: skip
@@ -87,7 +70,7 @@ def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, f
         logdensity_fn = merge(structure, arrays)
         kw = dict(logdensity_fn=logdensity_fn, num_leapfrog=num_leapfrog,
                   num_lookahead=num_lookahead, flips=flips, uniform=uniform)  # fmt: skip
-        chains, dim = x0.shape
+        chains = x0.shape[0]
         k_init, k_eps, k_warm, k_samp = jnp.swapaxes(jax.vmap(jax.random.split, (0, None))(
             keys, 4), 0, 1)  # fmt: skip
         inv_mass0 = jnp.ones_like(x0)
@@ -102,141 +85,16 @@ def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, f
         lanes = jax.vmap(start_lane, (0, None))(states, num_lookahead)
         use_damping = auto_refresh and chains >= MIN_CHAINS_FOR_DAMPING and num_warmup > 0
         fixed = jnp.broadcast_to(refresh, (chains,))
-
-        # ---- warmup: per-chain adaptation as each chain's transitions complete
-        def warm_params(extra, lanes):
-            adapt, log_lam, _ = extra
-            eps = jnp.exp(adapt.log_step_size)
-            r = damping_refresh(log_lam, eps, lanes.count) if use_damping else fixed
-            return eps, r, adapt.inverse_mass
-
-        def warm_settle(extra, lanes, done, info):
-            adapt, log_lam, it = extra
-            j = jnp.clip(lanes.count - 1, 0, max(num_warmup - 1, 0))
-            new = jax.vmap(adaptation_update, (0, 0, 0, 0, 0, 0, None))(
-                adapt, info.acceptance_rate, lanes.state.position, lanes.state.logdensity_grad,
-                in_slow[j], ends[j], target_accept,
-            )  # fmt: skip
-            adapt = jax.tree.map(
-                lambda a, b: jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b),
-                new, adapt,
-            )  # fmt: skip
-            if use_damping:  # a running mean of log λ_max over the population
-                whitened = lanes.state.position / jnp.sqrt(adapt.inverse_mass)
-                est = jnp.log(max_eigenvalue(whitened))
-                rate = jnp.maximum(1.0 / (it + 1.0), 0.02)
-                log_lam = log_lam + rate * (est - log_lam)
-            return adapt, log_lam, it + 1
-
-        def warm_end(adapt, log_lam):
-            eps = jnp.exp(adapt.log_step_size_avg)
-            return eps, (damping_refresh(log_lam, eps, num_warmup) if use_damping else fixed)
-
-        # ---- sampling: record every thinning-th transition as it completes
-        def draw_settle(draws, lanes, done, info):
-            def one(d, lane, done, info):
-                flipped = d.flipped | (done & info.is_flipped)
-                divergent = d.divergent | (done & info.is_divergent)
-                grads = d.grads + jnp.where(done, info.num_gradients, 0)
-                keep = done & (lane.count % thinning == 0)
-                i = jnp.where(keep, lane.count // thinning - 1, num_samples)  # dropped if not
-                info = info._replace(is_flipped=flipped, is_divergent=divergent,
-                                     num_gradients=grads)  # fmt: skip
-                return _Draws(
-                    d.position.at[i].set(lane.state.position, mode="drop"),
-                    d.logdensity.at[i].set(lane.state.logdensity, mode="drop"),
-                    jax.tree.map(lambda b, v: b.at[i].set(v, mode="drop"), d.info, info),
-                    flipped & ~keep, divergent & ~keep, jnp.where(keep, 0, grads),
-                )
-
-            return jax.vmap(one)(draws, lanes, done, info)
-
-        def empty(n):
-            _, _, info = jax.eval_shape(lambda: micro_step(
-                jax.tree.map(lambda a: a[0], lanes), True, k_samp[0], eps0[0], fixed[0],
-                inv_mass0[0], **kw))  # fmt: skip
-            false = jnp.zeros((n,), bool)
-            return _Draws(
-                jnp.zeros((n, num_samples, dim), x0.dtype),
-                jnp.zeros((n, num_samples), x0.dtype),
-                jax.tree.map(lambda s: jnp.zeros((n, num_samples) + s.shape, s.dtype), info),
-                false, false, jnp.zeros((n,), jnp.int32),
-            )  # fmt: skip
-
-        def restart(lanes):
-            return lanes._replace(count=jnp.zeros_like(lanes.count),
-                                  grads=jnp.zeros_like(lanes.grads))  # fmt: skip
-
-        total = num_samples * thinning
-        log_lam = jnp.zeros((), x0.dtype)
+        phases = Phases(kw, num_warmup, num_samples, thinning, in_slow, ends, target_accept,
+                        use_damping, fixed, (lanes, k_samp[0], eps0[0], inv_mass0[0]))  # fmt: skip
         if num_warmup > 0 and chain_method == "vectorized":
             # warmup and sampling in one loop: the program holds the transition once
-            def params(phase, extra, lanes):
-                adapt, log_lam, _, _, final = extra
-                warm = warm_params((adapt, log_lam, None), lanes)
-                return jax.tree.map(lambda a, b: jnp.where(phase == 0, a, b), warm, final[:3])
-
-            def settle(phase, extra, lanes, done, info):
-                def warm(extra):
-                    adapt, log_lam, it, draws, final = extra
-                    return (*warm_settle((adapt, log_lam, it), lanes, done, info), draws, final)
-
-                def draw(extra):
-                    adapt, log_lam, it, draws, final = extra
-                    return adapt, log_lam, it, draw_settle(draws, lanes, done, info), final
-
-                return jax.lax.cond(phase == 0, warm, draw, extra)
-
-            def switch(extra, lanes):
-                adapt, log_lam, it, draws, _ = extra
-                eps, refresh = warm_end(adapt, log_lam)
-                final = (eps, refresh, adapt.inverse_mass, lanes.grads)
-                return (adapt, log_lam, it, draws, final), restart(lanes)
-
-            extra = (adapt, log_lam, jnp.zeros((), x0.dtype), empty(chains),
-                     (eps0, fixed, inv_mass0, jnp.zeros((chains,), jnp.int32)))  # fmt: skip
-            lanes, extra, (warm_steps, draw_steps) = run_phases(
-                lanes, extra, (num_warmup, total), jnp.stack([k_warm, k_samp]), params,
-                settle, switch, run_id, **kw,
-            )  # fmt: skip
-            _, _, _, draws, (eps, final_refresh, inv_mass, warm_grads) = extra
-            draw_steps = jnp.broadcast_to(draw_steps, (chains,))
+            out = warmup_and_draws(phases, lanes, adapt, jnp.stack([k_warm, k_samp]), eps0,
+                                   inv_mass0, run_id)  # fmt: skip
         else:
-            warm_grads = jnp.zeros((chains,), jnp.int32)
-            warm_steps = jnp.zeros((), jnp.int32)
-            eps, final_refresh = eps0, fixed
-            if num_warmup > 0:
-                lanes, (adapt, log_lam, _), warm_steps = run_phase(
-                    lanes, (adapt, log_lam, jnp.zeros((), x0.dtype)), num_warmup, k_warm,
-                    warm_params, warm_settle, run_id, 0, **kw,
-                )  # fmt: skip
-                warm_grads = lanes.grads
-                eps, final_refresh = warm_end(adapt, log_lam)
-            inv_mass = adapt.inverse_mass
-            lanes = restart(lanes)
-
-            def draw_params(extra, lanes):
-                return eps, final_refresh, inv_mass
-
-            if chain_method == "vectorized":
-                _, draws, draw_steps = run_phase(
-                    lanes, empty(chains), total, k_samp, draw_params, draw_settle, run_id,
-                    num_warmup, **kw,
-                )  # fmt: skip
-                draw_steps = jnp.broadcast_to(draw_steps, (chains,))
-            else:  # one chain at a time: each does only its own work
-
-                def alone(args):
-                    lane, k, e, r, m = args
-                    one = jax.tree.map(lambda a: a[None], lane)
-                    lane, draws, steps = run_phase(
-                        one, empty(1), total, k[None], lambda *_: (e[None], r[None], m[None]),
-                        draw_settle, run_id, num_warmup, **kw,
-                    )  # fmt: skip
-                    return jax.tree.map(lambda a: a[0], (lane, draws)), steps
-
-                (_, draws), draw_steps = jax.lax.map(
-                    alone, (lanes, k_samp, eps, final_refresh, inv_mass))  # fmt: skip
+            out = warmup_then_draws(phases, lanes, adapt, k_warm, k_samp, eps0, chain_method,
+                                    run_id)  # fmt: skip
+        draws, eps, final_refresh, inv_mass, warm_grads, warm_steps, draw_steps = out
         return (draws.position, draws.logdensity, draws.info, eps, inv_mass, final_refresh,
                 warm_grads, warm_steps * num_leapfrog, draw_steps * num_leapfrog)
 
@@ -309,28 +167,10 @@ def sample(
     refuse_unknown(unknown, "sample", hints=LEAPFROG_HINT)
     step_size = None if isinstance(step_size, str) and step_size == "auto" else step_size
     rng_key = fast_random.check_key(rng_key)
-    if flips not in FLIPS:
-        raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
+    _check(step_size, flips, chain_method, refresh, target_accept, num_leapfrog, lookahead,
+           thinning, num_warmup, num_samples)  # fmt: skip
     uniform = resolve_uniform(uniform, lookahead)
-    if chain_method not in ("vectorized", "sequential"):
-        raise ValueError("chain_method must be 'vectorized' or 'sequential'")
     auto_refresh = isinstance(refresh, str)
-    if auto_refresh and refresh != "auto":
-        raise ValueError(f"refresh must be a number in (0, 1] or 'auto', got {refresh!r}")
-    if not auto_refresh and not 0.0 < refresh <= 1.0:
-        raise ValueError("refresh must be in (0, 1]")
-    if not 0.0 < target_accept < 1.0:  # 1.5 drove the step size to 1e-12, 0 to 1e4
-        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
-    if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
-        raise ValueError(f"step_size must be a positive number or 'auto', got {step_size!r}")
-    for name, value in (("num_leapfrog", num_leapfrog), ("lookahead", lookahead),
-                        ("thinning", thinning)):  # fmt: skip
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    for name, value, least in (("num_warmup", num_warmup, 0), ("num_samples", num_samples, 1)):
-        if isinstance(value, bool) or int(value) != value or value < least:
-            kind = "a non-negative" if least == 0 else "a positive"
-            raise ValueError(f"{name} must be {kind} integer, got {value!r}")
     x0 = jnp.asarray(initial_positions, jnp.result_type(float))
     if x0.ndim != 2 or x0.shape[0] == 0:
         raise ValueError(
@@ -387,3 +227,29 @@ def sample(
         (int(warm_exec), int(np.max(np.asarray(draw_exec)))) if chain_method == "vectorized"
         else (int(warm_exec), int(np.sum(np.asarray(draw_exec)))),
     )
+
+
+def _check(step_size, flips, chain_method, refresh, target_accept, num_leapfrog, lookahead,
+           thinning, num_warmup, num_samples):  # fmt: skip
+    """:func:`sample`'s arguments, each refused with its name where it is out of range."""
+    if flips not in FLIPS:
+        raise ValueError(f"flips must be one of {FLIPS}, got {flips!r}")
+    if chain_method not in ("vectorized", "sequential"):
+        raise ValueError("chain_method must be 'vectorized' or 'sequential'")
+    auto_refresh = isinstance(refresh, str)
+    if auto_refresh and refresh != "auto":
+        raise ValueError(f"refresh must be a number in (0, 1] or 'auto', got {refresh!r}")
+    if not auto_refresh and not 0.0 < refresh <= 1.0:
+        raise ValueError("refresh must be in (0, 1]")
+    if not 0.0 < target_accept < 1.0:  # 1.5 drove the step size to 1e-12, 0 to 1e4
+        raise ValueError(f"target_accept must lie in (0, 1), got {target_accept!r}")
+    if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
+        raise ValueError(f"step_size must be a positive number or 'auto', got {step_size!r}")
+    for name, value in (("num_leapfrog", num_leapfrog), ("lookahead", lookahead),
+                        ("thinning", thinning)):  # fmt: skip
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    for name, value, least in (("num_warmup", num_warmup, 0), ("num_samples", num_samples, 1)):
+        if isinstance(value, bool) or int(value) != value or value < least:
+            kind = "a non-negative" if least == 0 else "a positive"
+            raise ValueError(f"{name} must be {kind} integer, got {value!r}")

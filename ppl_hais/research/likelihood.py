@@ -22,7 +22,8 @@ import numpy as np
 
 from ..annealing.kernels import hais_kernel
 from ..annealing.pilot import PILOT_WARMUP, pilot_schedule
-from ..annealing.scan import anneal, scale_knots
+from ..annealing.scale import scale_knots
+from ..annealing.scan import anneal
 from ..checks.diagnostics import KHAT_UNRELIABLE, evidence_checks, khat_applies, pareto_khat, warn
 from ..estimate.annealers import hais
 from ..model.schedules import make_schedule

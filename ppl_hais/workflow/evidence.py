@@ -13,8 +13,8 @@ log likelihood, the prior as an initial distribution) and calls :func:`evidence`
 4. resamples posterior draws from the user's key.
 
 The targets it builds are kept on the model object, and the annealer compiles once per target
-*structure* (``ppl_hais.runtime.structure``), so a second call, or a new model object of the same
-structure over data of the same shapes, compiles nothing.
+*structure* (:mod:`ppl_hais.runtime.structure`): a second call, or a new model object of the
+same structure over data of the same shapes, compiles nothing.
 
 Example
 -------
@@ -37,29 +37,33 @@ True
 from __future__ import annotations
 
 import functools
-import inspect
 import time
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..annealing import PilotOptions, options
+from ..annealing import PilotOptions
 from ..annealing.kernels import HAISOptions
 from ..checks import diagnostics
 from ..checks import ladder as _ladder
-from ..estimate.annealers import RunOptions, ais, hais
+from ..estimate.annealers import RunOptions
 from ..estimate.bias import BiasCheck, check_bias, needs_check
 from ..mcmc.fast_random import check_key, host_fold_in, host_split
 from ..model.density import ModelDensity, improper_note
 from ..model.target import AnnealingTarget
 from ..results.result import AISResult
 from ..runtime import progress
-from ..runtime.names import refuse_unknown
 from ..runtime.precision import float64
-from ..starts.choose import choose_initial, choose_initial_counted, transition, with_local_steps
-from ..starts.choose import discrete as _discrete
+from ..starts.choose import (
+    choose_initial,
+    choose_initial_counted,
+    discrete,
+    transition,
+    with_local_steps,
+)
 from ..starts.fits import bound_method
+from .arguments import check_call, gradient_cap
 from .budget import (
     SE_SLACK,
     Spent,
@@ -218,33 +222,20 @@ def evidence(
     the last rung passes every check and its bias check's reverse estimate lies above it, the
     SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above.
     """
-    _check_keywords(hais_kwargs)  # a typo fails here, before any compilation
-    if hais_kwargs.get("local_steps", False) is None:  # as not given: the ladder may switch
-        del hais_kwargs["local_steps"]
-    given = {k: hais_kwargs[k] for k in _CHECKED if k in hais_kwargs}
-    options.check(num_particles=num_particles, num_chains=num_chains, num_steps=num_steps,
-                  target_se=target_se, max_gradients=max_gradients, initial=initial,
-                  bias_check=bias_check, **given)  # fmt: skip
+    hais_kwargs = check_call(hais_kwargs, evidence, num_particles=num_particles,
+        num_chains=num_chains, num_steps=num_steps, target_se=target_se,
+        max_gradients=max_gradients, initial=initial, bias_check=bias_check)  # fmt: skip
     rng_key = check_key(rng_key)
     num_chains = int(num_chains)
     ladder = num_steps is None and target_se is None
     first = _ladder.FIRST_NUM_STEPS if num_steps is None else int(num_steps)
     surveyed = first if num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)  # pilots
-    # the call's keywords parsed once: the transition's, the pilots' and the main runs'
-    # options; every start's pilot, probe, rung and bias check takes them from here
+    # the keywords parsed once: every pilot, probe, rung and bias check takes them from here
     kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
     run_options = RunOptions.of(hais_kwargs)
     kernel = transition(model, kernel_options)
-    per_step = num_particles * num_chains * int(kernel_options.num_leapfrog)
-    if max_gradients is None and ladder:
-        max_gradients = _ladder.default_max_gradients(num_particles, num_chains,
-                                               kernel_options.num_leapfrog)  # fmt: skip
-    if max_gradients is not None and target_se is None and not max_gradients >= per_step * first:
-        raise ValueError(
-            f"max_gradients={max_gradients:g} is too small for one run: {num_chains} chain(s) × "
-            f"{num_particles} particles × {first} temperatures need {per_step * first:,} "
-            "gradients"
-        )
+    max_gradients = gradient_cap(max_gradients, ladder, target_se, num_chains, num_particles,
+                                 kernel_options.num_leapfrog, first)  # fmt: skip
     start = time.perf_counter()
     key_pilot, key_chains = host_split(rng_key)
     with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
@@ -255,13 +246,12 @@ def evidence(
         key_probe, key_chains = host_split(key_chains)
         budget = choose_num_steps(
             key_probe, target, pilot, target_se, num_particles=num_particles,
-            num_chains=num_chains, max_num_steps=max_num_steps,
+            num_chains=num_chains, max_num_steps=max_num_steps, kernel=kernel,
             max_gradients=None if max_gradients is None else max_gradients - spent,
-            kernel=kernel, options=pilot_options)  # fmt: skip
-        first = budget.num_steps
-        spent += budget.probe_gradients
+            options=pilot_options)  # fmt: skip
+        first, spent = budget.num_steps, spent + budget.probe_gradients
     own_reverse = run_options.bidirectional or run_options.reverse_from is not None
-    checking = bool(bias_check) and not own_reverse and not _discrete(model)
+    checking = bool(bias_check) and not own_reverse and not discrete(model)
     trajectory, bias, last_check, steps = [], None, None, first
     switchable = ladder and checking and "local_steps" not in hais_kwargs and (  # may switch
         kernel_options.lookahead, kernel_options.flips) == (1, "standard")
@@ -277,48 +267,22 @@ def evidence(
             reserve = bias_reserve(steps, gps, last_check) if checking else 0
             results, used = topped_up(key, results, run, room=max_gradients - spent - reserve)
             spent += used
-        log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
-        checks = pooled_checks(results)
-        if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
-            checks = checks + (
-                f"target_se: the standard error {np.sqrt(var):.3g} missed target_se="
-                f"{target_se:g} with {steps} temperatures (the probe predicted "
-                f"{budget.predicted_se:.3g}). Remedy: more particles or chains, or a larger "
-                "max_num_steps.",
-            )
+        log_z, var, checks = _pooled(results, budget, target_se, steps)
         fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,
                     per_step=num_particles * num_chains * gps, gps=gps)  # fmt: skip
-        bias = None
-        # a later rung that fails only the weights' checks gets the bias check too: with the
-        # previous rung it may show them to be false alarms (ppl_hais.ladder.clears)
-        weight_only = bool(checks) and set(check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
-        if checking and (
-            not checks or not next_fits(spent, last_check, **fits)
-            or (ladder and trajectory and weight_only)
-        ):  # fmt: skip
+        bias, last_rung = None, not next_fits(spent, last_check, **fits)
+        if checking and _bias_due(checks, last_rung, ladder and bool(trajectory)):
             if bias_check is True or needs_check(results):
-                bias = check_bias(
-                    host_fold_in(rng_key, 29 + 1000 * len(trajectory)), target, results,
-                    pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
-                    kernel=kernel_options.kernel(),  # the main run's (no discrete moves)
-                    step_size=pilot_options.step_size, progress_bar=progress_bar,
-                    log_density=bound_method(model, "log_joint"),  # one MCMC program for any start
-                )  # fmt: skip
-                spent += bias.gradients
-                last_check = Spent(bias.gradients, bias.num_draws, steps)
-                checks = checks + diagnostics.evidence_checks(
-                    bias_gap=bias.gap, bias_gap_se=bias.gap_se
-                )
+                bias = _bias(host_fold_in(rng_key, 29 + 1000 * len(trajectory)), model, target,
+                             results, pilot, log_z, var, (kernel_options, pilot_options),
+                             progress_bar)  # fmt: skip
+                spent, last_check = spent + bias.gradients, Spent(bias.gradients, bias.num_draws,
+                                                                   steps)  # fmt: skip
+                checks += diagnostics.evidence_checks(bias_gap=bias.gap, bias_gap_se=bias.gap_se)
         rung = record(results, steps, log_z, var, checks, bias, spent, time.perf_counter() - start,
                      kernel_options.local_steps)  # fmt: skip
         if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
-            _, var_delta = diagnostics.pool(
-                [r.log_z for r in results], [r.log_z_se_delta for r in results]
-            )
-            se = _ladder.cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
-            var = se**2
-            rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)
-            checks = ()
+            rung, var, checks = _cleared(trajectory, rung, results)
         trajectory.append(rung)
         if _ladder.settled(rung) or not next_fits(spent, last_check, **fits):
             break
@@ -329,16 +293,7 @@ def evidence(
             if not next_fits(spent, last_check, **fits):
                 break
         steps = _ladder.next_num_steps(steps)
-    forward, bridge, last = float("nan"), None, trajectory[-1]  # a last rung still failing:
-    if ladder and last.checks and np.isfinite(last.bridge):  # both directions bridged
-        forward, bridge, log_z = float(log_z), last.bridge, last.bridge
-        var = _ladder.bridge_se(trajectory) ** 2
-        if _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
-            trajectory[-1], checks = last._replace(checks=(), cleared=last.checks), ()
-    elif not last.checks and not last.cleared and last.bias_gap > 0:  # passed, reverse above:
-        var = var + last.bias_gap**2  # log Z may lie up to the gap above (bracketed)
-    if ladder:
-        checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
+    forward, log_z, var, checks = _answer(trajectory, log_z, var, checks, ladder, max_gradients)
     out = Evidence(
         results, target, name, float(log_z), float(np.sqrt(var)), checks, choice, budget, bias,
         tuple(trajectory), int(spent), max_gradients, forward,
@@ -349,17 +304,62 @@ def evidence(
     return out
 
 
-_CHECKED = ("step_size", "target_accept", "refresh", "num_leapfrog", "lookahead", "flips",
-            "step_size_jitter", "local_steps", "schedule", "num_pilot_particles", "num_pilot_steps",
-            "num_bins")  # fmt: skip
+def _bias(rng_key, model, target, results, pilot, log_z, var, options, progress_bar):
+    """The bias check of a rung's runs, with the main run's transition (no discrete moves) and
+    the model's own log joint (one MCMC program whichever start the call took)."""
+    kernel_options, pilot_options = options
+    return check_bias(rng_key, target, results, pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
+                      kernel=kernel_options.kernel(), step_size=pilot_options.step_size,
+                      progress_bar=progress_bar,
+                      log_density=bound_method(model, "log_joint"))  # fmt: skip
 
 
-def _check_keywords(hais_kwargs) -> None:
-    """Refuse a keyword that neither :func:`hais` nor :func:`~ppl_hais.ais` takes, naming
-    the closest one (``num_particle=`` was reported only after the pilots had run)."""
-    taken = set(inspect.signature(ais).parameters) | set(inspect.signature(hais).parameters)
-    taken -= {"rng_key", "target", "kernel", "kwargs", "pilot", "discrete", "num_chains"}
-    own = set(inspect.signature(evidence).parameters) - {"rng_key", "model", "hais_kwargs"}
-    refuse_unknown(
-        {k: v for k, v in hais_kwargs.items() if k not in taken}, "evidence", taken | own
+def _bias_due(checks, last_rung: bool, later_rung: bool) -> bool:
+    """Whether a rung gets the bias check: one whose checks pass, one after which the budget
+    allows no other, and a later rung that fails only the weights' checks (with the previous
+    rung it may show them to be false alarms, :func:`ppl_hais.ladder.clears`)."""
+    weight_only = bool(checks) and set(check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
+    return not checks or last_rung or (later_rung and weight_only)
+
+
+def _pooled(results, budget, target_se, steps):
+    """A rung's chains pooled: log Ẑ, its variance and the failed checks (with ``target_se``'s
+    when a budget chose the temperatures and the SE missed it)."""
+    log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
+    checks = pooled_checks(results)
+    if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
+        checks = checks + (
+            f"target_se: the standard error {np.sqrt(var):.3g} missed target_se="
+            f"{target_se:g} with {steps} temperatures (the probe predicted "
+            f"{budget.predicted_se:.3g}). Remedy: more particles or chains, or a larger "
+            "max_num_steps.",
+        )
+    return log_z, var, checks
+
+
+def _cleared(trajectory, rung, results):
+    """A rung whose failed checks the ladder shows to be false alarms: its SE from the
+    trajectory, no checks (the cleared ones kept in ``Rung.cleared``)."""
+    _, var_delta = diagnostics.pool(
+        [r.log_z for r in results], [r.log_z_se_delta for r in results]
     )
+    se = _ladder.cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
+    return rung._replace(log_z_se=se, checks=(), cleared=rung.checks), se**2, ()
+
+
+def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
+    """(the forward estimate where a bridge replaced it, else NaN; log Ẑ; its variance; the
+    checks) from the last rung: a last rung still failing with both directions is bridged; one
+    that passed with its reverse estimate above widens the SE by the gap (log Z may lie up to
+    the gap above); the ladder states what may remain."""
+    forward, bridge, last = float("nan"), None, trajectory[-1]
+    if ladder and last.checks and np.isfinite(last.bridge):
+        forward, bridge, log_z = float(log_z), last.bridge, last.bridge
+        var = _ladder.bridge_se(trajectory) ** 2
+        if _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
+            trajectory[-1], checks = last._replace(checks=(), cleared=last.checks), ()
+    elif not last.checks and not last.cleared and last.bias_gap > 0:
+        var = var + last.bias_gap**2
+    if ladder:
+        checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
+    return forward, log_z, var, checks
