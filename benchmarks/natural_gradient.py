@@ -30,6 +30,7 @@ import _machine
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _models import funnel, student
 
 import ppl_hais as ph
 from ppl_hais.model.validation import product_of_experts
@@ -79,26 +80,6 @@ def banana(b=0.03, sd1=10.0):
     return ph.AnnealingTarget(log_density, ph.Gaussian(np.zeros(2), 3.0)), 0.0
 
 
-def student(dim=30, nu=2.0):
-    from scipy import special
-
-    def log_density(z):
-        return jnp.sum(-(nu + 1) / 2 * jnp.log1p(z * z / nu))
-
-    one = special.gammaln(nu / 2) + 0.5 * np.log(nu * np.pi) - special.gammaln((nu + 1) / 2)
-    return ph.AnnealingTarget(log_density, ph.Gaussian(np.zeros(dim))), float(dim * one)
-
-
-def funnel(dim=10):
-    def log_density(z):
-        v, x = z[0], z[1:]
-        return -0.5 * (v / 3) ** 2 - 0.5 * jnp.sum(x * x) * jnp.exp(-v) - 0.5 * (dim - 1) * v
-
-    return ph.AnnealingTarget(log_density, ph.Gaussian(np.zeros(dim))), float(
-        0.5 * dim * np.log(2 * np.pi) + np.log(3.0)
-    )
-
-
 def experts():
     poe = product_of_experts("student", 36)
     return poe.target, float(poe.log_z)
@@ -108,7 +89,7 @@ CASES = {
     "regression 10-D": regression,
     "logistic regression 8-D": logistic,
     "banana 2-D": banana,
-    "Student-t 30-D, ν = 2": student,
+    "Student-t 30-D, ν = 2": lambda: student(30, 2.0),
     "funnel 10-D": funnel,
     "Student-t experts 36-D": experts,
 }

@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import _machine  # noqa: E402
+from _models import funnel_log_density as funnel  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
 
@@ -49,11 +50,6 @@ def rotated_gaussian(dim, condition, seed=0):
     var = np.logspace(0, np.log10(condition), dim)  # covariance eigenvalues
     prec = jnp.asarray(q @ np.diag(1 / var) @ q.T)
     return lambda x: -0.5 * x @ prec @ x
-
-
-def funnel(x):  # x[0] = log scale v ~ N(0, 3²); x[1:] ~ N(0, e^v)
-    v, z = x[0], x[1:]
-    return -0.5 * v**2 / 9.0 - 0.5 * jnp.sum(z**2) * jnp.exp(-v) - 0.5 * z.shape[0] * v
 
 
 def logistic_regression():

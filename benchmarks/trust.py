@@ -22,6 +22,7 @@ import _machine
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _models import funnel, mixture
 from scipy import integrate, special, stats
 
 import ppl_hais as ph
@@ -198,28 +199,6 @@ def far_narrow(dim=5):
         return -0.5 * jnp.sum(((z - 10.0) / 0.01) ** 2)
 
     return ph.AnnealingTarget(ld, ph.Gaussian(np.zeros(dim))), 0.5 * dim * np.log(2 * np.pi * 1e-4)
-
-
-def funnel(dim=10):
-    def ld(z):
-        v, x = z[0], z[1:]
-        return -0.5 * (v / 3) ** 2 - 0.5 * jnp.sum(x * x) * jnp.exp(-v) - 0.5 * (dim - 1) * v
-
-    return ph.AnnealingTarget(ld, ph.Gaussian(np.zeros(dim))), 0.5 * dim * np.log(
-        2 * np.pi
-    ) + np.log(3.0)
-
-
-def mixture(dim=5, sep=4.0, sd=0.5):
-    m = jnp.full(dim, sep)
-
-    def ld(z):
-        a = -0.5 * jnp.sum(((z - m) / sd) ** 2)
-        b = -0.5 * jnp.sum(((z + m) / sd) ** 2)
-        return jnp.logaddexp(a, b)
-
-    exact = np.log(2.0) + 0.5 * dim * np.log(2 * np.pi * sd * sd)
-    return ph.AnnealingTarget(ld, ph.Gaussian(np.zeros(dim), 3.0)), float(exact)
 
 
 def cases():

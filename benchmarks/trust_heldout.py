@@ -17,39 +17,10 @@ import warnings
 
 import _machine
 import jax
-import jax.numpy as jnp
 import numpy as np
-from scipy import special
+from _models import funnel, laplace, scaled_gaussian, student
 
 import ppl_hais as ph
-
-
-def scaled_gaussian(dim, s):
-    target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / s) ** 2), ph.Gaussian(np.zeros(dim)))
-    return target, dim * np.log(s * np.sqrt(2 * np.pi))
-
-
-def student(dim, nu):
-    def log_density(z):
-        return jnp.sum(-(nu + 1) / 2 * jnp.log1p(z * z / nu))
-
-    one = special.gammaln(nu / 2) + 0.5 * np.log(nu * np.pi) - special.gammaln((nu + 1) / 2)
-    return ph.AnnealingTarget(log_density, ph.Gaussian(np.zeros(dim))), dim * one
-
-
-def funnel(dim, sd_v):
-    def log_density(z):
-        v, x = z[0], z[1:]
-        return -0.5 * (v / sd_v) ** 2 - 0.5 * jnp.sum(x * x) * jnp.exp(-v) - 0.5 * (dim - 1) * v
-
-    return ph.AnnealingTarget(log_density, ph.Gaussian(np.zeros(dim))), 0.5 * dim * np.log(
-        2 * np.pi
-    ) + np.log(sd_v)
-
-
-def laplace(dim, b):
-    target = ph.AnnealingTarget(lambda z: -jnp.sum(jnp.abs(z)) / b, ph.Gaussian(np.zeros(dim)))
-    return target, dim * np.log(2 * b)
 
 
 def cases():

@@ -440,8 +440,8 @@ def rung_features(ev, seconds):
     return dict(
         num_steps=ev.num_steps, log_z=ev.log_z, se=ev.log_z_se,
         se_delta=float(np.sqrt(np.mean([x.log_z_se_delta**2 for x in r]) / len(r))),
-        khat=[x.pareto_k for x in r], max_weight=[ph.stats.estimators.max_relative_weight(x.log_weights)
-                                                  for x in r],
+        khat=[x.pareto_k for x in r],
+        max_weight=[ph.stats.estimators.max_relative_weight(x.log_weights) for x in r],
         ess=[x.ess for x in r], lag=[x.lag for x in r], outside=[x.outside_initial for x in r],
         chain_log_z=[x.log_z for x in r], chain_se=[x.log_z_se for x in r],
         pooled_khat=ph.diagnostics.pareto_khat(lw), num_particles=len(lw),
