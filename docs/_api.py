@@ -73,7 +73,7 @@ def write(out: Path) -> list[str]:
         for attr in module.__all__:
             obj = getattr(module, attr)
             if isinstance(obj, types.ModuleType):
-                rows.append(f"| [`{attr}`]({obj.__name__}.md) | {_summary(obj)} |")
+                rows.append(f"| [`{attr}`]({_public_path(name, attr, obj)}.md) | {_summary(obj)} |")
                 continue
             full = f"{name}.{attr}"
             if id(obj) in pages:
