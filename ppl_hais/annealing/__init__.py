@@ -5,7 +5,8 @@ checked estimate (bias check, warnings) is :mod:`ppl_hais.estimate`'s.
 =============  ===============================================================================
 module         one job
 =============  ===============================================================================
-``options``    the options of an anneal's kernel, pilot and run, checked once
+``options``    each option's value checked where it is given, with "did you mean"
+``config``     :class:`AnnealOptions`: the kernel's, pilot's and run's options in one object
 ``kernels``    per-particle ``(init, step)`` pairs: HAIS (the shared HMC transition of
                :mod:`ppl_hais.mcmc.hmc`), resampled-momentum HMC, random-walk Metropolis,
                HAIS with Metropolis moves of integer coordinates
@@ -30,15 +31,16 @@ True
 import importlib
 import warnings
 
+from .config import AnnealOptions, RunOptions
 from .pilot import Pilot, PilotOptions, survey
 
-__all__ = ["Pilot", "PilotOptions", "survey"]
+__all__ = ["AnnealOptions", "Pilot", "PilotOptions", "RunOptions", "survey"]
 
 
 def __getattr__(name):
     # the checked annealers sit above this package (ppl_hais.estimate); the old spelling
     # ppl_hais.annealing.hais still resolves, with a warning
-    if name in ("ais", "hais", "bdmc", "RunOptions"):
+    if name in ("ais", "hais", "bdmc"):
         warnings.warn(f"ppl_hais.annealing.{name} is now ppl_hais.estimate.annealers.{name} "
                       f"(or ppl_hais.{name})", DeprecationWarning, stacklevel=2)  # fmt: skip
         return getattr(importlib.import_module("ppl_hais.estimate.annealers"), name)

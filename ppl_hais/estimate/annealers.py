@@ -20,15 +20,14 @@ be consistent as P → ∞).
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..annealing import options
+from ..annealing.config import AnnealOptions, RunOptions
 from ..annealing.execution import GROUP_PARTICLES, initial_sampler, resolve_devices, run
 from ..annealing.kernels import HAISOptions, TransitionKernel, mixed_kernel
-from ..annealing.options import of_keywords
+from ..annealing.options import check as check_options
 from ..annealing.outputs import chain_results
 from ..annealing.pilot import Pilot, PilotOptions, survey
 from ..checks import diagnostics
@@ -41,24 +40,7 @@ from ..runtime.precision import float64
 from ..stats.estimators import systematic
 from .bias import check_bias, needs_check, with_bias
 
-__all__ = ["RunOptions", "ais", "bdmc", "hais"]
-
-
-class RunOptions(NamedTuple):
-    """:func:`ais`'s options for the main run besides the transition's
-    (:class:`~.kernels.HAISOptions`) and the pilot's (:class:`~.pilot.PilotOptions`): the
-    evidence workflow parses a call's keywords into the three once, and every rung runs with
-    them."""
-
-    bidirectional: bool = False
-    reverse_from: Any = None
-    num_bins: int = 100
-    devices: Any = None
-
-    @classmethod
-    def of(cls, options) -> RunOptions:
-        """The fields present in a mapping of keyword arguments; defaults for the rest."""
-        return of_keywords(cls, options)
+__all__ = ["anneal", "ais", "bdmc", "hais"]
 
 
 @float64
@@ -162,10 +144,30 @@ def ais(
     dispatched from threads (particle i draws the same random numbers either way).
     """
     # a bad value fails here, named, before anything compiles (the evidence workflow's checks)
-    options.check(num_particles=num_particles, num_chains=num_chains, step_size=step_size,
+    check_options(num_particles=num_particles, num_chains=num_chains, step_size=step_size,
                   target_accept=target_accept, schedule=schedule,
                   num_pilot_particles=num_pilot_particles, num_pilot_steps=num_pilot_steps,
                   num_bins=num_bins)  # fmt: skip
+    pilot_options = PilotOptions(schedule, step_size, target_accept, num_pilot_particles,
+                                 num_pilot_steps, adapt_mass_matrix)  # fmt: skip
+    options = AnnealOptions(pilot=pilot_options, run=RunOptions(bidirectional, reverse_from,
+                                                                num_bins, devices))  # fmt: skip
+    return anneal(rng_key, target, kernel, options, num_particles=num_particles,
+                  num_steps=num_steps, num_chains=num_chains, pilot=pilot,
+                  progress_bar=progress_bar, bias_check=bias_check)  # fmt: skip
+
+
+@float64
+def anneal(rng_key, target: AnnealingTarget, kernel: TransitionKernel, options: AnnealOptions,
+           *, num_particles: int = 256, num_steps: int = 1000, num_chains: int = 1,
+           pilot: Pilot | None = None, progress_bar: bool = True,
+           bias_check=False) -> AISResult | list[AISResult]:  # fmt: skip
+    """:func:`ais` with its options as one :class:`AnnealOptions` (``options.kernel`` is not
+    read: ``kernel`` is the transition), checked by the caller: the evidence workflow's
+    pilots, probes and rungs run through here."""
+    schedule, step_size, target_accept, num_pilot_particles, num_pilot_steps, \
+        adapt_mass_matrix = options.pilot
+    bidirectional, reverse_from, num_bins, devices = options.run
     adaptive = isinstance(schedule, str) and schedule == "adaptive"
     base = "survey" if adaptive else schedule
     betas = make_schedule(base, None if not isinstance(base, str) else num_steps)
@@ -319,7 +321,7 @@ def hais(
     >>> bool(abs(res.log_z - 2 * np.log(3 * np.sqrt(2 * np.pi))) < 5 * res.log_z_se + 0.05)
     True
     """
-    options.check(refresh=refresh, num_leapfrog=num_leapfrog, lookahead=lookahead, flips=flips,
+    check_options(refresh=refresh, num_leapfrog=num_leapfrog, lookahead=lookahead, flips=flips,
                   step_size_jitter=step_size_jitter, local_steps=local_steps)  # fmt: skip
     kernel = HAISOptions(refresh, num_leapfrog, lookahead, flips, step_size_jitter,
                          local_steps).kernel()

@@ -39,7 +39,7 @@ from ..annealing import PilotOptions
 from ..annealing.kernels import TransitionKernel, hais_kernel
 from ..checks import diagnostics
 from ..checks.ladder import next_num_steps
-from ..estimate.annealers import ais
+from ..estimate.annealers import AnnealOptions, anneal
 
 __all__ = ["Spent", "StepsPlan", "bias_reserve", "choose_num_steps", "main_gradients", "next_fits"]
 
@@ -102,9 +102,10 @@ def choose_num_steps(
     while True:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
-            probe = ais(
-                rng_key, target, kernel, num_particles=num_particles, num_steps=probe_steps,
-                pilot=pilot, progress_bar=False, **options._asdict(),
+            probe = anneal(
+                rng_key, target, kernel, AnnealOptions(pilot=options),
+                num_particles=num_particles, num_steps=probe_steps, pilot=pilot,
+                progress_bar=False,
             )  # fmt: skip
         spent += int(int(num_particles) * probe_steps * gps)
         se = probe.log_z_se

@@ -43,11 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..annealing import PilotOptions
-from ..annealing.kernels import HAISOptions
 from ..checks import diagnostics
 from ..checks import ladder as _ladder
-from ..estimate.annealers import RunOptions
+from ..estimate.annealers import AnnealOptions
 from ..estimate.bias import BiasCheck, check_bias, needs_check
 from ..mcmc.fast_random import check_key, host_fold_in, host_split
 from ..model.density import ModelDensity, improper_note
@@ -231,16 +229,15 @@ def evidence(
     first = _ladder.FIRST_NUM_STEPS if num_steps is None else int(num_steps)
     surveyed = first if num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)  # pilots
     # the keywords parsed once: every pilot, probe, rung and bias check takes them from here
-    kernel_options, pilot_options = HAISOptions.of(hais_kwargs), PilotOptions.of(hais_kwargs)
-    run_options = RunOptions.of(hais_kwargs)
-    kernel = transition(model, kernel_options)
+    options = AnnealOptions.of(hais_kwargs)
+    kernel = transition(model, options.kernel)
     max_gradients = gradient_cap(max_gradients, ladder, target_se, num_chains, num_particles,
-                                 kernel_options.num_leapfrog, first)  # fmt: skip
+                                 options.kernel.num_leapfrog, first)  # fmt: skip
     start = time.perf_counter()
     key_pilot, key_chains = host_split(rng_key)
     with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
         name, target, pilot, choice, spent = choose_initial_counted(key_pilot, model, initial,
-            num_steps=surveyed, kernel_options=kernel_options, pilot_options=pilot_options)
+            num_steps=surveyed, kernel_options=options.kernel, pilot_options=options.pilot)
     budget = None
     if target_se is not None:
         key_probe, key_chains = host_split(key_chains)
@@ -248,17 +245,17 @@ def evidence(
             key_probe, target, pilot, target_se, num_particles=num_particles,
             num_chains=num_chains, max_num_steps=max_num_steps, kernel=kernel,
             max_gradients=None if max_gradients is None else max_gradients - spent,
-            options=pilot_options)  # fmt: skip
+            options=options.pilot)  # fmt: skip
         first, spent = budget.num_steps, spent + budget.probe_gradients
-    own_reverse = run_options.bidirectional or run_options.reverse_from is not None
+    own_reverse = options.run.bidirectional or options.run.reverse_from is not None
     checking = bool(bias_check) and not own_reverse and not discrete(model)
     trajectory, bias, last_check, steps = [], None, None, first
     switchable = ladder and checking and "local_steps" not in hais_kwargs and (  # may switch
-        kernel_options.lookahead, kernel_options.flips) == (1, "standard")
+        options.kernel.lookahead, options.kernel.flips) == (1, "standard")
     while True:
         key = key_chains if not trajectory else host_fold_in(key_chains, len(trajectory))
-        run = functools.partial(chains, target=target, kernel=kernel, pilot=pilot, options=(
-            pilot_options, run_options), num_chains=num_chains, num_particles=num_particles,
+        run = functools.partial(chains, target=target, kernel=kernel, pilot=pilot,
+            options=options, num_chains=num_chains, num_particles=num_particles,
             num_steps=steps, progress_bar=progress_bar)  # fmt: skip
         results = run(key)
         spent += main_gradients(results)
@@ -274,21 +271,22 @@ def evidence(
         if checking and _bias_due(checks, last_rung, ladder and bool(trajectory)):
             if bias_check is True or needs_check(results):
                 bias = _bias(host_fold_in(rng_key, 29 + 1000 * len(trajectory)), model, target,
-                             results, pilot, log_z, var, (kernel_options, pilot_options),
+                             results, pilot, log_z, var, options,
                              progress_bar)  # fmt: skip
                 spent, last_check = spent + bias.gradients, Spent(bias.gradients, bias.num_draws,
                                                                    steps)  # fmt: skip
                 checks += diagnostics.evidence_checks(bias_gap=bias.gap, bias_gap_se=bias.gap_se)
         rung = record(results, steps, log_z, var, checks, bias, spent, time.perf_counter() - start,
-                     kernel_options.local_steps)  # fmt: skip
+                     options.kernel.local_steps)  # fmt: skip
         if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
             rung, var, checks = _cleared(trajectory, rung, results)
         trajectory.append(rung)
         if _ladder.settled(rung) or not next_fits(spent, last_check, **fits):
             break
         if switchable and _ladder.needs_local_steps(trajectory):  # a funnel's neck
-            kernel_options, kernel, pilot, used = with_local_steps(host_fold_in(
-                key_pilot, 51), model, target, kernel_options, pilot_options, surveyed)
+            local, kernel, pilot, used = with_local_steps(host_fold_in(
+                key_pilot, 51), model, target, options.kernel, options.pilot, surveyed)
+            options = options._replace(kernel=local)
             spent, switchable = spent + used, False
             if not next_fits(spent, last_check, **fits):
                 break
@@ -307,9 +305,8 @@ def evidence(
 def _bias(rng_key, model, target, results, pilot, log_z, var, options, progress_bar):
     """The bias check of a rung's runs, with the main run's transition (no discrete moves) and
     the model's own log joint (one MCMC program whichever start the call took)."""
-    kernel_options, pilot_options = options
     return check_bias(rng_key, target, results, pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
-                      kernel=kernel_options.kernel(), step_size=pilot_options.step_size,
+                      kernel=options.kernel.kernel(), step_size=options.pilot.step_size,
                       progress_bar=progress_bar,
                       log_density=bound_method(model, "log_joint"))  # fmt: skip
 

@@ -31,12 +31,13 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
 from ..checks import diagnostics
 from ..checks.ladder import Rung
-from ..estimate.annealers import ais
+from ..estimate.annealers import anneal
 from ..mcmc.fast_random import host_fold_in, host_split
 from ..results.result import AISResult
 from ..stats.estimators import disagreement
@@ -53,16 +54,16 @@ _KEYS = 7919  # the repeats' keys: the rung's key folded with this + i (rungs fo
 def chains(key, target, kernel, pilot, options, num_chains, num_particles, num_steps,
            progress_bar) -> list[AISResult]:  # fmt: skip
     """One run of a rung: the chains over ``num_steps`` temperatures, the shared pilot, the
-    options (``(PilotOptions, RunOptions)``)."""
-    pilot_options, run_options = options
+    call's :class:`~ppl_hais.estimate.annealers.AnnealOptions`."""
     with warnings.catch_warnings():  # one pooled warning instead of one per chain
         warnings.simplefilter("ignore", diagnostics.EvidenceWarning)
-        run = dict(num_particles=num_particles, num_steps=num_steps, pilot=pilot, progress_bar=
-                   progress_bar, **pilot_options._asdict(), **run_options._asdict())  # fmt: skip
-        if run_options.bidirectional or run_options.reverse_from is not None:
-            return [ais(k, target, kernel, **run) for k in host_split(key, num_chains)]
+        run = partial(anneal, target=target, kernel=kernel, options=options, pilot=pilot,
+                      num_particles=num_particles, num_steps=num_steps,
+                      progress_bar=progress_bar)  # fmt: skip
+        if options.run.bidirectional or options.run.reverse_from is not None:
+            return [run(k) for k in host_split(key, num_chains)]
         # the chains as one population: one dispatch, particle groups shared
-        out = ais(key, target, kernel, num_chains=num_chains, **run)
+        out = run(key, num_chains=num_chains)
         return out if num_chains > 1 else [out]
 
 
