@@ -130,15 +130,19 @@ def test_bad_input():
 
 
 class _Mixture(SplitDensity):
-    """Prior N(0, 3²) in 2-D times a factor making the joint two Gaussian modes at ±2."""
+    """Prior N(0, 3²) in 2-D times a factor making the joint two Gaussian modes at ±2, the
+    one at −2 with ``minor`` times the mass of the other."""
 
     dim, improper = 2, ()
     prior = ph.Gaussian(jnp.zeros(2), 3.0)
     sd = 0.5
 
+    def __init__(self, minor=1.0):
+        self.minor = minor
+
     def log_parts(self, z):
         a = -0.5 * jnp.sum(((z - 2.0) / self.sd) ** 2)
-        b = -0.5 * jnp.sum(((z + 2.0) / self.sd) ** 2)
+        b = -0.5 * jnp.sum(((z + 2.0) / self.sd) ** 2) + np.log(self.minor)
         prior = self.prior.log_prob(z)
         return prior, jnp.logaddexp(a, b) - prior
 
@@ -155,8 +159,10 @@ def test_cross_check_shows_a_missed_mode():
     assert abs(res.log_z - (MIX_EXACT - np.log(2))) < 4 * res.log_z_se + 0.01
     cc = res.cross_check
     assert abs(cc.log_z_forward - MIX_EXACT) < 0.05
-    assert res.shortfall == pytest.approx(cc.log_z_forward - res.log_z)
+    # both the cross-check and the mode search state the missing half
+    assert res.shortfall == pytest.approx(max(cc.log_z_forward - res.log_z, res.modes.shortfall))
     assert abs(res.shortfall - np.log(2)) < 0.1
+    assert (res.modes.num_modes, res.modes.num_visited) == (2, 1)
     assert "cross-check" in res.summary()
     import matplotlib
 
@@ -173,6 +179,34 @@ def test_cross_check_shows_a_missed_mode():
                              num_particles=256, progress_bar=False)  # fmt: skip
     assert abs(ok.log_z - MIX_EXACT) < 4 * ok.log_z_se + 0.01
     assert ok.shortfall == 0.0
+
+
+def test_one_mode_draws_warn_by_default_and_say_by_how_much():
+    """Every chain in the major mode of a mixture whose minor mode holds 3.3% of the mass: the
+    bridge is 0.034 nat low at an SE of about 0.001; the mode search says so unasked."""
+    model, share = _Mixture(minor=0.034), 0.034 / 1.034
+    exact = MIX_EXACT - np.log(2.0) + np.log(1.034)
+    rng = np.random.default_rng(1)
+    one_mode = 2.0 + _Mixture.sd * rng.normal(size=(4, 1000, 2))
+    with pytest.warns(ph.EvidenceWarning, match=r"modes: .* about 0\.03\d nats too low"):
+        res = bridge_evidence(jax.random.key(5), model, one_mode, progress_bar=False)
+    assert exact - res.log_z > 10 * res.log_z_se  # the error bar alone does not cover
+    assert abs(res.shortfall - (-np.log(1 - share))) < 0.005  # the stated shortfall does
+    assert abs(res.log_z + res.shortfall - exact) < 4 * res.log_z_se + 0.005
+    assert "mode search: 2 mode(s), 1 visited" in res.summary()
+    attrs = res.to_arviz()["sample_stats"].attrs
+    assert (attrs["modes_found"], attrs["modes_visited"]) == (2, 1)
+    assert attrs["shortfall"] == pytest.approx(res.shortfall)
+    # the same draws spread over both modes in proportion: nothing warns
+    both = np.where(rng.random((4, 1000, 1)) < share, -one_mode, one_mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ph.EvidenceWarning)
+        ok = bridge_evidence(jax.random.key(6), model, both, progress_bar=False)
+    assert ok.modes.num_visited == 2 and ok.shortfall == 0.0
+    assert abs(ok.log_z - exact) < 4 * ok.log_z_se + 0.005
+    off = bridge_evidence(jax.random.key(5), model, one_mode, mode_search=False,
+                          progress_bar=False)  # fmt: skip
+    assert off.modes is None and np.isnan(off.shortfall) and not off.warning
 
 
 def test_reporting_arviz_and_compare():

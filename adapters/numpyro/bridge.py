@@ -63,6 +63,7 @@ def bridge_sampling(
     rng_key=None,
     method: str = "normal",
     cross_check: bool = False,
+    mode_search: bool = True,
     group_by_chain: bool = False,
     progress_bar: bool = True,
     hais_kwargs: dict | None = None,
@@ -91,6 +92,10 @@ def bridge_sampling(
     cross_check : bool
         Also anneal: forward from the prior (a stochastic lower bound, no draws needed) and back
         from the draws; the three estimates are reported side by side and a disagreement warns.
+    mode_search : bool
+        Compare the draws with the modes a Laplace search finds (a few BFGS runs, cached on
+        the model): a mode no chain visited that holds more mass than the error bar allows
+        warns (``modes``), stating by how many nats the estimate may be low.
     hais_kwargs : dict, optional
         Keywords of the cross-check's forward anneal (``num_particles``, ``num_steps``, ...).
 
@@ -111,7 +116,8 @@ def bridge_sampling(
         )
     draws = unconstrained_draws(nt, samples)
     return bridge_evidence(
-        key, nt, draws, method=method, cross_check=cross_check, progress_bar=progress_bar,
+        key, nt, draws, method=method, cross_check=cross_check, mode_search=mode_search,
+        progress_bar=progress_bar,
         diverging=_diverging(mcmc_or_samples), **(hais_kwargs or {}),
     )  # fmt: skip
 

@@ -1,6 +1,5 @@
 """``NumPyroTarget``: a NumPyro model as flat log prior and log likelihood over unconstrained z
-(the pytree the annealer compiles once per structure), its prior as an initial distribution,
-and ``bdmc`` / ``guide_initial``.
+(a pytree compiled once per structure), its prior as an initial distribution, ``bdmc``.
 
 Example
 -------
@@ -107,9 +106,11 @@ class NumPyroTarget(SplitDensity):
         check_data(model, args, kwargs, tr)
         shapes = tuple((n, tuple(v.shape)) for n, v in sorted(unconstrained.items()))
         nesting = plate_nesting(tr, sites[4])
-        self._st, self._arrays = structure_for(
-            model, args, kwargs, sites, unravel, int(flat.size), shapes, nesting
-        )
+        self._st, arrays = structure_for(model, args, kwargs, sites, unravel, int(flat.size),
+                                         shapes, nesting)  # fmt: skip
+        # JAX arrays in this call's precision: NumPy leaves, converted at each dispatch, reached
+        # a float64 program as float32 after NUTS had run the model (eight schools, then bridge)
+        self._arrays = [jnp.asarray(a) for a in arrays]
         if self._st.baked is None and self._arrays and not self._runs_traced(flat):
             self._st = Structure(model, None, *sites, unravel, int(flat.size), nesting)
             self._st.baked = (args, kwargs)
@@ -249,10 +250,9 @@ class NumPyroTarget(SplitDensity):
 
 
 def _log_parts(nt: NumPyroTarget, z):
-    """Through ``jit``, so the model is traced once per model structure and shape of z, not
-    once per program that uses it: the pilots, the main run, the Laplace fit and the bias
-    check reuse the traced density (and its vmapped and differentiated forms), which cut the
-    model's tracing from 21 runs of its body to a few on a first call."""
+    """Through ``jit``: the model is traced once per structure and shape of z, and the pilots,
+    the main run, the Laplace fit and the bias check reuse the traced density (and its vmapped
+    and differentiated forms): 21 runs of the model's body on a first call became a few."""
     return _log_parts_jit(nt, z)
 
 

@@ -74,6 +74,7 @@ def bridge_sampling(
     random_seed=None,
     method: str = "normal",
     cross_check: bool = False,
+    mode_search: bool = True,
     progressbar: bool = True,
     hais_kwargs: dict | None = None,
 ):
@@ -97,6 +98,10 @@ def bridge_sampling(
         Also anneal: forward from the prior (a stochastic lower bound, no draws needed, as
         ``php.sample_hais``) and back from the draws; the three estimates are reported side by
         side and a disagreement warns.
+    mode_search : bool
+        Compare the draws with the modes a Laplace search finds (a few BFGS runs, cached on
+        the model): a mode no chain visited that holds more mass than the error bar allows
+        warns (``modes``), stating by how many nats the estimate may be low.
     hais_kwargs : dict, optional
         Keywords of the cross-check's forward anneal (``draws`` there is ``num_particles``).
 
@@ -113,8 +118,8 @@ def bridge_sampling(
     draws = unconstrained_draws(target, idata, bambi)
     key = jax.random.key(0 if random_seed is None else int(random_seed))
     return bridge_evidence(
-        key, target, draws, method=method, cross_check=cross_check, progress_bar=progressbar,
-        diverging=_diverging(idata), **(hais_kwargs or {}),
+        key, target, draws, method=method, cross_check=cross_check, mode_search=mode_search,
+        progress_bar=progressbar, diverging=_diverging(idata), **(hais_kwargs or {}),
     )  # fmt: skip
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..model.target import Gaussian
 from .checks import CrossCheck, tolerance
+from .modes import ModeCheck
 
 __all__ = ["BridgeResult"]
 
@@ -57,6 +58,9 @@ class BridgeResult:
         The fitted proposal (location and scale; warp3 standardizes by them).
     cross_check : CrossCheck or None
         With ``cross_check=True``: the forward and reverse anneals beside the estimate.
+    modes : ModeCheck or None
+        From a model's bridge (``mode_search=True``): the modes a Laplace search found, those
+        the draws visit, and the nats the others may add (:mod:`ppl_hais.bridge.modes`).
     """
 
     log_z: float
@@ -78,6 +82,7 @@ class BridgeResult:
     wall_time: float = float("nan")
     cross_check: CrossCheck | None = None
     divergences: int | None = None  # the sampler's divergent transitions among the draws
+    modes: ModeCheck | None = None  # the draws against a mode search (bridge_evidence)
 
     @property
     def warning(self) -> bool:
@@ -100,14 +105,19 @@ class BridgeResult:
 
     @property
     def shortfall(self) -> float:
-        """Nats the estimate lies below the forward anneal's lower estimate, when by more than
-        their noise (the ``cross_check`` warning; else 0; NaN without a cross-check): the least
-        it is too low by, on the forward run's word."""
-        if self.cross_check is None:
-            return float("nan")
-        below = self.log_z_lower - self.log_z
-        noise = tolerance(self.log_z_se, self.cross_check.log_z_forward_se)
-        return float(below) if below > noise else 0.0
+        """Nats the estimate may lie too low, by what was checked: the cross-check's forward
+        anneal above it beyond their noise (the ``cross_check`` warning) and the unvisited
+        modes' share where it exceeds the noise (the ``modes`` warning); 0 where neither
+        shows one; NaN where neither ran."""
+        stated = []
+        if self.cross_check is not None:
+            below = self.log_z_lower - self.log_z
+            noise = tolerance(self.log_z_se, self.cross_check.log_z_forward_se)
+            stated.append(float(below) if below > noise else 0.0)
+        if self.modes is not None:
+            failed = any(c.startswith("modes:") for c in self.checks)
+            stated.append(self.modes.shortfall if failed else 0.0)
+        return max(stated) if stated else float("nan")
 
     def summary(self) -> str:
         """Plain-text summary: estimate, error bar, the draws' and the proposal's checks."""
@@ -132,6 +142,9 @@ class BridgeResult:
                 f" (lower), reverse from the draws {cc.log_z_reverse:.4f} ± "
                 f"{cc.log_z_reverse_se:.4f}; {cc.gradients} gradients"
             )
+        if self.modes is not None:
+            lines.append(f"  mode search: {self.modes.num_modes} mode(s), "
+                         f"{self.modes.num_visited} visited by the draws")  # fmt: skip
         lines += [f"  WARNING {c}" for c in self.checks]
         return "\n".join(lines)
 

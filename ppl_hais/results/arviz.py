@@ -335,8 +335,11 @@ def bridge_dataset(result) -> xr.Dataset:
         converged=int(result.converged), num_draws=result.num_draws,
         num_proposal=result.num_proposal, evaluations=result.evaluations,
     )  # fmt: skip
-    if cc is not None:
+    if cc is not None or result.modes is not None:
         ds.attrs["shortfall"] = result.shortfall
+    if result.modes is not None:  # the mode search beside the draws
+        ds.attrs.update(modes_found=result.modes.num_modes,
+                        modes_visited=result.modes.num_visited)  # fmt: skip
     return ds
 
 

@@ -20,7 +20,7 @@ from ..model.target import Gaussian, GaussianMixture
 from ..runtime import progress
 from ..runtime.structure import compile_once
 
-__all__ = ["LaplaceError", "laplace_fit", "laplace_gaussian"]
+__all__ = ["SCALE_INFLATION", "LaplaceError", "laplace_fit", "laplace_gaussian"]
 
 
 class LaplaceError(ValueError):
@@ -47,11 +47,12 @@ def _neg_hessian(log_density, z):
     return jax.hessian(lambda x: -log_density(x))(z)
 
 
+SCALE_INFLATION = 1.2  # each component's scale × this: its tails cover the target's
 _SAME_MODE = 1.0  # squared Mahalanobis distance below which two optima are one mode
 _MODE_MASS_RANGE = 20.0  # nats: modes whose Laplace mass is further below the best are dropped
 
 
-def laplace_gaussian(log_density, starts, scale_inflation: float = 1.2):
+def laplace_gaussian(log_density, starts, scale_inflation: float = SCALE_INFLATION):
     """N(mode, inflation² · H⁻¹) with H the negative Hessian of ``log_density`` at its mode.
 
     The mode is searched by BFGS from each of ``starts`` (an (S, D) array). When the searches
@@ -101,7 +102,7 @@ def _fit_one(log_density, z0, bar, i):
     return mode, val, hess, spent
 
 
-def laplace_fit(log_density, starts, scale_inflation: float = 1.2):
+def laplace_fit(log_density, starts, scale_inflation: float = SCALE_INFLATION):
     """:func:`laplace_gaussian` and the model gradients the fit spent (BFGS's gradient
     evaluations from every start, and D per Hessian: one forward-over-reverse pass each);
     raises :class:`LaplaceError`, carrying those gradients, when the fit fails."""

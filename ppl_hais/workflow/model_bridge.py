@@ -30,11 +30,15 @@ import jax
 import numpy as np
 
 from ..bridge.checks import CrossCheck, cross_checks
+from ..bridge.modes import ModeCheck, mode_check, unvisited_modes
 from ..bridge.result import BridgeResult
 from ..bridge.sampling import bridge
 from ..checks import diagnostics
 from ..estimate.bias import reverse_anneal
 from ..model.density import improper_note
+from ..model.target import Gaussian
+from ..starts.fits import bound_method, laplace_target
+from ..starts.laplace import SCALE_INFLATION
 from .evidence import evidence
 
 __all__ = ["NUM_REVERSE", "bridge_evidence"]
@@ -44,7 +48,7 @@ NUM_REVERSE = 256  # draws annealed back by the cross-check
 
 def bridge_evidence(
     rng_key, model, draws, *, method="normal", cross_check=False, num_reverse=NUM_REVERSE,
-    progress_bar=True, diverging=None, **hais_kwargs,
+    progress_bar=True, diverging=None, mode_search=True, **hais_kwargs,
 ) -> BridgeResult:  # fmt: skip
     """Bridge sampling over an adapter's model (a :class:`~ppl_hais.model.density.ModelDensity`)
     from its unconstrained draws (chains, draws, D), warning as :func:`bridge_sampling` does.
@@ -54,10 +58,19 @@ def bridge_evidence(
     ``num_reverse`` of the draws (evenly spaced over the bridge half of every chain) over the
     forward run's schedule, and reports the three estimates side by side
     (:class:`CrossCheck`), warning where they disagree beyond their noise.
+
+    ``mode_search=True`` (default) compares the draws with the modes the evidence workflow's
+    Laplace fit finds (BFGS from several starts, cached on the model): a mode no draw visits
+    whose Laplace mass would lift the estimate beyond its noise is the failed ``modes`` check,
+    stating by how much (:mod:`ppl_hais.bridge.modes`; ``BridgeResult.modes``).
     """
     key_bridge, key_fwd, key_rev = jax.random.split(rng_key, 3)
     result = bridge(key_bridge, model.log_joint, draws, method=method, diverging=diverging)
     checks = result.checks
+    found = _modes(model, draws, result.log_z) if mode_search else None
+    if found is not None:
+        checks = checks + mode_check(found, result.log_z_se)
+        result = dataclasses.replace(result, modes=found, checks=checks)
     if cross_check:
         with warnings.catch_warnings():  # its checks are kept in the CrossCheck instead
             warnings.simplefilter("ignore", UserWarning)
@@ -77,3 +90,22 @@ def bridge_evidence(
     if getattr(model, "improper", ()):
         warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
     return result
+
+
+def _modes(model, draws, log_z) -> ModeCheck | None:
+    """The draws against the modes of the model's Laplace fit; None where the fit fails (no
+    finite mode, no positive-definite Hessian: nothing to compare with)."""
+    try:
+        fit = laplace_target(model).initial
+    except ValueError:
+        return None
+    if isinstance(fit, Gaussian):
+        means, trils = fit.mean[None], fit.scale_tril[None]
+    else:
+        means, trils = fit.means, fit.scale_trils
+    trils = np.asarray(trils) / SCALE_INFLATION  # the fit's own curvature
+    log_joint = bound_method(model, "log_joint")
+    log_masses = [float(log_joint(jax.numpy.asarray(m))) + np.sum(np.log(np.abs(np.diag(t))))
+                  + 0.5 * len(m) * np.log(2 * np.pi) for m, t in zip(means, trils, strict=True)]
+    x = np.asarray(draws, dtype=float)
+    return unvisited_modes(x, means, trils, log_masses, log_z)
