@@ -1,5 +1,7 @@
 """phn.bridge_sampling: a NumPyro MCMC's draws in, the evidence out, against exact values."""
 
+import warnings
+
 import arviz as az
 import jax
 import jax.numpy as jnp
@@ -8,7 +10,7 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC, NUTS
-from scipy import special, stats
+from scipy import integrate, special, stats
 
 import ppl_hais as ph
 from ppl_hais.adapters import numpyro as phn
@@ -111,3 +113,34 @@ def test_compare_with_hais(mcmc):
     table = ph.compare_evidence({"bridge": res, "hais": hais})
     diff = abs(table.loc["bridge", "log_evidence"] - table.loc["hais", "log_evidence"])
     assert diff < 4 * np.hypot(res.log_z_se, hais.log_evidence_se) + 0.02
+
+
+def _schools(J, sigma, y=None):
+    mu = numpyro.sample("mu", dist.Normal(0, 5))
+    tau = numpyro.sample("tau", dist.HalfCauchy(5))
+    with numpyro.plate("J", J):
+        theta = numpyro.sample("theta", dist.Normal(mu, tau))
+        numpyro.sample("obs", dist.Normal(theta, sigma), obs=y)
+
+
+def _schools_exact(sigma, y):
+    """log p(y) of the eight schools by quadrature over (mu, tau): theta integrates out."""
+    def f(mu, tau):
+        return np.exp(stats.norm(mu, np.sqrt(sigma**2 + tau**2)).logpdf(y).sum() + 31.0
+                      + stats.norm(0, 5).logpdf(mu) + stats.halfcauchy(0, 5).logpdf(tau))
+
+    return float(np.log(integrate.dblquad(f, 0, np.inf, -60, 60, epsrel=1e-10)[0]) - 31.0)
+
+
+def test_numpy_data_after_nuts_in_the_same_process():
+    """NUTS runs the model in float32 with NumPy data; the bridge then runs it in float64 on the
+    same arrays (this crashed with a float32/float64 program mismatch)."""
+    sigma = np.array([15.0, 10, 16, 11, 9, 11, 10, 18])
+    y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12])
+    m = MCMC(NUTS(_schools), num_warmup=300, num_samples=500, num_chains=2,
+             chain_method="sequential", progress_bar=False)  # fmt: skip
+    m.run(jax.random.key(0), 8, sigma, y)
+    with warnings.catch_warnings():  # the centered model's divergences and ESS may warn
+        warnings.simplefilter("ignore", ph.EvidenceWarning)
+        res = phn.bridge_sampling(m, _schools, 8, sigma, y, progress_bar=False)
+    assert abs(res.log_z - _schools_exact(sigma, y)) < 4 * res.log_z_se + 0.05
