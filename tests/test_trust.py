@@ -516,36 +516,39 @@ def test_pilot_tunes_the_kernel_the_main_run_uses(monkeypatch):
 
 
 def test_every_run_of_a_call_gets_its_options(monkeypatch):
-    """The call's keywords are parsed once into typed options: the target_se probes and the
+    """The call's keywords are parsed once into one AnnealOptions: the target_se probes and the
     main run get the same transition, schedule and step size, and the main run the run
-    options (here num_bins), not the keywords passed along as strings."""
+    options (here num_bins), as the object, not the keywords passed along as strings."""
     import ppl_hais.workflow.budget as budget
     import ppl_hais.workflow.runs as runs_module
 
     runs = []
 
     def recorder(module):
-        real = module.ais
+        real = module.anneal
 
-        @functools.wraps(real)  # evidence() reads ais's signature to check its keywords
-        def record(k, t, kernel, **kw):
-            runs.append((module.__name__, kernel, kw))
-            return real(k, t, kernel, **kw)
+        @functools.wraps(real)
+        def record(k, target, kernel, options, **kw):
+            runs.append((module.__name__, kernel, options, kw))
+            return real(k, target, kernel, options, **kw)
 
         return record
 
-    monkeypatch.setattr(budget, "ais", recorder(budget))
-    monkeypatch.setattr(runs_module, "ais", recorder(runs_module))
+    monkeypatch.setattr(budget, "anneal", recorder(budget))
+    monkeypatch.setattr(runs_module, "anneal", recorder(runs_module))
     rng = np.random.default_rng(1)
     x = rng.normal(size=(10, 2))
     model = Regression(x, x @ np.array([0.5, -1.0]) + rng.normal(size=10), 1.0)
     ev = evidence(jax.random.key(0), model, num_particles=64, target_se=0.1, num_leapfrog=2,
                   flips="reduced", schedule="geometric", num_bins=7, progress_bar=False,
                   bias_check=False)  # fmt: skip
-    assert [m for m, _, _ in runs] == ["ppl_hais.workflow.budget", "ppl_hais.workflow.runs"]
-    assert all(k is ph.hais_kernel(0.5, 2, 1, "reduced") for _, k, _ in runs)
-    assert all(kw["schedule"] == "geometric" and kw["pilot"] is not None for _, _, kw in runs)
-    assert runs[1][2]["num_bins"] == 7 and len(ev.results[0].trace.beta) <= 7
+    assert [m for m, *_ in runs] == ["ppl_hais.workflow.budget", "ppl_hais.workflow.runs"]
+    assert all(k is ph.hais_kernel(0.5, 2, 1, "reduced") for _, k, _, _ in runs)
+    assert all(isinstance(o, ph.annealing.AnnealOptions) for _, _, o, _ in runs)
+    assert all(o.pilot.schedule == "geometric" and kw["pilot"] is not None
+               for _, _, o, kw in runs)  # fmt: skip
+    assert runs[1][2].run.num_bins == 7 and len(ev.results[0].trace.beta) <= 7
+    assert runs[1][2].kernel.num_leapfrog == 2 and runs[1][2].kernel.flips == "reduced"
     assert ev.num_steps == ev.budget.num_steps  # a StepsPlan, read by name
     assert abs(ev.log_z - model.exact) < 4 * ev.log_z_se + 0.02
 
@@ -554,8 +557,8 @@ def test_a_prior_that_works_is_kept_over_fitted_starts(monkeypatch):
     """A centered funnel with weak data, as users write hierarchical models first: fitted starts
     (Laplace, VI) win the pilot's ESS because they do not see the neck they miss, and were
     silently 0.10-0.16 nat low on 9 of 20 seeds; the prior, whose pilot reaches a third of its
-    particles in ESS, keeps the neck. The auto choice keeps it and fits nothing: no Laplace
-    fit, no pilot from it, no VI start."""
+    particles in ESS, keeps the neck. The auto choice keeps it: the Laplace fit's pilot, short
+    of near exact, does not replace it, and no VI start is fitted."""
     numpyro = pytest.importorskip("numpyro")
     dist = numpyro.distributions
     from ppl_hais.adapters import numpyro as phn
@@ -577,9 +580,10 @@ def test_a_prior_that_works_is_kept_over_fitted_starts(monkeypatch):
     hais = phn.HAIS(centered, progress_bar=False)
     hais, found = _run(lambda: hais.run(jax.random.key(0), jnp.asarray(y)) or hais)
     ev = hais.evidence
-    assert ev.initial == "prior" and set(ev.choice) == {"prior"}, ev.choice
+    assert ev.initial == "prior" and set(ev.choice) <= {"prior", "laplace"}, ev.choice
     assert ev.choice["prior"] >= starts.PRIOR_WORKS * 64
-    assert not fits, "auto fitted a start though the prior works"
+    assert ev.choice.get("laplace", 0.0) < starts.NEAR_EXACT * 64, ev.choice
+    assert len(fits) <= 1, "auto fitted a VI start though the prior works"
     assert abs(ev.log_z - exact) < 4 * ev.log_z_se + 0.05, (ev.log_z - exact, ev.log_z_se)
     assert not found
 
@@ -587,7 +591,9 @@ def test_a_prior_that_works_is_kept_over_fitted_starts(monkeypatch):
 @pytest.mark.parametrize("equal, fit, surveyed, chosen", [
     (22, 64, ["prior", "laplace"], "laplace"),
     (22, 40, ["prior", "laplace"], "prior"),
-    (30, 64, ["prior"], "prior"),
+    (30, 64, ["prior", "laplace"], "laplace"),
+    (30, 40, ["prior", "laplace"], "prior"),
+    (60, 64, ["prior"], "prior"),
 ])  # fmt: skip
 def test_a_prior_that_works_within_its_pilot_s_noise_gives_way_only_to_a_near_exact_fit(
     monkeypatch, equal, fit, surveyed, chosen
@@ -598,8 +604,10 @@ def test_a_prior_that_works_within_its_pilot_s_noise_gives_way_only_to_a_near_ex
     reached 22.2 (SE 3.0), was kept, and its ladder climbed to 16,000 temperatures for 45x its
     other calls' gradients (their Laplace pilots: 63.8); a centered funnel's fits beat such a
     prior at 40-57% and anneal 0.07-0.10 nat low. One that clears it by more than its SE (the
-    centered funnel's prior: 26.7-38.6, SE about 3) is kept and nothing is fitted. Pilots
-    with `equal` equal weights and the rest 0: ESS `equal`, SE 3.8 (22) and 4.0 (30)."""
+    centered funnel's prior: 26.7-38.6, SE about 3) gives way to the same near-exact fit only
+    (the front page's regression: prior 16-31, Laplace 63.9); a prior pilot near exact itself
+    is kept and nothing is fitted. Pilots with `equal` equal weights and the rest 0: ESS
+    `equal`, SE 3.8 (22) and 4.0 (30)."""
 
     def pilot(k):
         lw = np.where(np.arange(64) < k, 0.0, -np.inf)
@@ -618,7 +626,7 @@ def test_a_prior_that_works_within_its_pilot_s_noise_gives_way_only_to_a_near_ex
     ess = diagnostics.importance_ess(pilot(equal).log_weights)
     se = estimators.importance_ess_se(pilot(equal).log_weights)
     assert ess == pytest.approx(equal) and ess >= starts.PRIOR_WORKS * 64
-    assert (ess - se >= starts.PRIOR_WORKS * 64) == (equal == 30), (ess, se)
+    assert (ess - se >= starts.PRIOR_WORKS * 64) == (equal >= 30), (ess, se)
     model = Regression(np.ones((3, 2)), np.ones(3), 1.0)  # its pilots are the stubs above
     name, *_ = starts.choose_initial(jax.random.key(0), model, num_steps=50)
     assert seen == surveyed and name == chosen
