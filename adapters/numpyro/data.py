@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import inspect
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_broadcast", "check_data"]
+__all__ = ["as_jax_arrays", "check_broadcast", "check_data"]
 
 
 def check_broadcast(name, site):
@@ -81,3 +83,13 @@ def check_data(model, args, kwargs, tr):
             "its particles. Impute them or drop the rows that hold them (missing "
             "observations, rather than predictors, are marked with obs_mask=...)."
         )
+
+
+def as_jax_arrays(arrays) -> list:
+    """A model's data arrays for a float64 call (every entry point's): NumPy leaves as JAX
+    float64 arrays. Left to JAX's dispatch, NumPy leaves reached a float64 program as float32
+    after NUTS had run the same model in float32 in the process (eight schools, then bridge
+    sampling). Outside float64 they stay as given."""
+    if not jax.config.jax_enable_x64:
+        return list(arrays)
+    return [a if isinstance(a, jax.Array) else jnp.asarray(a) for a in arrays]

@@ -35,7 +35,7 @@ from ppl_hais.model.target import num_draws, sample_shape_of
 from ppl_hais.runtime.precision import float64
 from ppl_hais.runtime.structure import compile_once, merge
 
-from .data import check_data
+from .data import as_jax_arrays, check_data
 from .model import (
     Structure,
     centered_sites,
@@ -108,9 +108,7 @@ class NumPyroTarget(SplitDensity):
         nesting = plate_nesting(tr, sites[4])
         self._st, arrays = structure_for(model, args, kwargs, sites, unravel, int(flat.size),
                                          shapes, nesting)  # fmt: skip
-        # JAX arrays in this call's precision: NumPy leaves, converted at each dispatch, reached
-        # a float64 program as float32 after NUTS had run the model (eight schools, then bridge)
-        self._arrays = [jnp.asarray(a) for a in arrays]
+        self._arrays = as_jax_arrays(arrays)  # in this call's precision
         if self._st.baked is None and self._arrays and not self._runs_traced(flat):
             self._st = Structure(model, None, *sites, unravel, int(flat.size), nesting)
             self._st.baked = (args, kwargs)
