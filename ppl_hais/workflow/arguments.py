@@ -40,12 +40,13 @@ def check_keywords(hais_kwargs, evidence) -> None:
 
 
 def check_room(max_gradients, *, num_chains, num_particles, num_leapfrog, num_steps) -> None:
-    """Refuse a gradient budget too small for one run."""
-    need = num_particles * num_chains * int(num_leapfrog) * num_steps
+    """Refuse a gradient budget too small for one run (``num_leapfrog``: model gradients per
+    particle and temperature)."""
+    need = num_particles * num_chains * num_leapfrog * num_steps
     if max_gradients is not None and not max_gradients >= need:
         raise ValueError(
             f"max_gradients={max_gradients:g} is too small for one run: {num_chains} chain(s) × "
-            f"{num_particles} particles × {num_steps} temperatures need {need:,} gradients"
+            f"{num_particles} particles × {num_steps} temperatures need {int(need):,} gradients"
         )
 
 

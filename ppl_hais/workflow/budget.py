@@ -40,6 +40,7 @@ from ..annealing.kernels import TransitionKernel, hais_kernel
 from ..checks import diagnostics
 from ..checks.ladder import next_num_steps
 from ..estimate.annealers import AnnealOptions, anneal
+from .arguments import check_room
 
 __all__ = ["Spent", "StepsPlan", "bias_reserve", "choose_num_steps", "main_gradients", "next_fits"]
 
@@ -90,12 +91,8 @@ def choose_num_steps(
     per_step = int(num_particles) * int(num_chains) * gps
     cap = int(max_num_steps)
     if max_gradients is not None:
-        if not max_gradients >= per_step * PROBE_STEPS:
-            raise ValueError(
-                f"max_gradients={max_gradients:g} is too small for one run: {num_chains} "
-                f"chain(s) × {num_particles} particles × {PROBE_STEPS} temperatures need "
-                f"{int(per_step * PROBE_STEPS):,} gradients"
-            )
+        check_room(max_gradients, num_chains=num_chains, num_particles=num_particles,
+                   num_leapfrog=gps, num_steps=PROBE_STEPS)  # fmt: skip
         cap = min(cap, int(max_gradients // per_step))
     options = PilotOptions() if options is None else options
     probe_steps, spent, se = PROBE_STEPS, 0, float("inf")
