@@ -131,8 +131,56 @@ def test_a_reverse_estimate_far_below_the_forward_one_vouches_for_nothing():
     assert not diagnostics.bias_invalid(-1.5, 0.5) and diagnostics.bias_invalid(-2.5, 0.5)
     rung = Rung(250, -87.31, 0.10, (), -283.9, 470_000, 1.0, bias_gap_se=1.0)
     assert not settled(rung) and not settled(rung._replace(bias_gap=-2.5, bias_gap_se=0.5))
-    assert settled(rung._replace(bias_gap=-0.25, bias_gap_se=0.05))
+    assert settled(rung._replace(bias_gap=-0.08, bias_gap_se=0.05))  # within its noise
+    assert not settled(rung._replace(bias_gap=-0.25, bias_gap_se=0.05))  # below: bounds nothing
     assert settled(rung._replace(num_steps=1000))  # the checks' own length: as with no check
+
+
+def _off_target():
+    """A 2-D posterior far in its prior's tail (N(0, I) prior, y = 3 seen at noise 0.3 per
+    coordinate), its log Z exact, and a forward run that passes every check."""
+    prior = ph.Gaussian(jnp.zeros(2))
+
+    def log_posterior(z):
+        return prior.log_prob(z) - 0.5 * jnp.sum((z - 3.0) ** 2) / 0.09 - 2 * math.log(
+            0.3 * math.sqrt(2 * math.pi))  # fmt: skip
+
+    target = ph.AnnealingTarget(log_posterior, prior)
+    exact = 2 * (-0.5 * 9 / 1.09 - 0.5 * math.log(2 * math.pi * 1.09))
+    result = ph.hais(jax.random.key(0), target, num_particles=256, num_steps=300,
+                     progress_bar=False)  # fmt: skip
+    assert not result.checks
+    return target, exact, result
+
+
+def test_a_bias_check_on_draws_that_are_not_posterior_draws_says_so():
+    """The check's MCMC given the prior's density instead of the posterior's: its draws lie
+    where the posterior is tiny, and the reverse anneal from them lies nats *below* the
+    forward estimate. With the forward run's tuning the check redraws them by the anneal's own
+    transition at β = 1 and measures a gap within its noise; without it, it reports that it
+    could not run, bounds nothing (no bridge) and says why."""
+    from ppl_hais.annealing.kernels import hais_kernel
+
+    target, exact, result = _off_target()
+    kernel = hais_kernel(0.5, 1, 1, "standard")
+    pilot = survey(jax.random.key(3), target, kernel, num_steps=300)
+    wrong = jax.tree_util.Partial(lambda z: -0.5 * jnp.sum(z**2))
+    kw = dict(kernel=kernel, num_draws=128, num_mcmc=100, log_density=wrong)
+    redrawn = check_bias(jax.random.key(1), target, [result], pilot, **kw)
+    assert redrawn.redrawn and not redrawn.broken and "redrew" in redrawn.note
+    assert abs(redrawn.gap) < 3 * redrawn.gap_se + 0.02
+    assert abs(redrawn.log_z_upper - exact) < 3 * redrawn.log_z_upper_se + 0.02
+    broken = check_bias(jax.random.key(1), target, [result], None, **kw)
+    assert broken.broken and not broken.redrawn and broken.gap < -1.0
+    assert math.isnan(broken.log_z_bennett)
+    assert "could not run" in broken.note and f"{-broken.gap:.2f}" in broken.note
+    fine = check_bias(jax.random.key(1), target, [result], pilot, kernel=kernel, num_draws=128,
+                      num_mcmc=100)  # fmt: skip
+    assert not fine.redrawn and not fine.broken and fine.note == ""
+    assert abs(fine.gap) < 3 * fine.gap_se + 0.02
+    summary = dataclasses.replace(result, settings=dict(
+        result.settings, bias_check=dict(broken._asdict(), note=broken.note))).summary()
+    assert "NOTE the bias check could not run" in summary
 
 
 def test_bias_check_sees_the_funnels_miss():

@@ -278,7 +278,7 @@ def test_remaining_gap_reads_the_trajectory():
     # a reverse anneal far below ran from no posterior draws: said so, not read as a distance
     (msg,) = remaining_gap(flat[:1] + (flat[1]._replace(bias_gap=-284.0, bias_gap_se=1.0),),
                            max_gradients=100)  # fmt: skip
-    assert "284.00 nats below it, so its draws were no posterior draws" in msg
+    assert "284.00 nats below it (its draws were no posterior draws" in msg
     # particles far beyond the start that still predict their weights (the Student-t experts):
     # no figure can size what may be missing: the shortfall is inf, and the message says so
     # instead of "false alarms", with what the trajectory alone would have said
@@ -518,3 +518,25 @@ def test_both_adapters_default_to_the_ladder_and_report_it():
     assert table.loc["numpyro", "log_evidence"] == hais.log_evidence
     for name, out in (("numpyro", hais.to_arviz()), ("pymc", idata)):
         assert table.loc[name, "shortfall"] == group(out, "sample_stats").attrs["shortfall"]
+
+
+def test_an_se_widened_by_the_bias_check_reaches_the_field_pm_sample_smc_users_read():
+    """A last rung that passed with its reverse estimate 0.1 nat above: the answer's SE carries
+    that gap (log Z may lie up to it above), so the per-chain field a ``pm.sample_smc`` user
+    reads holds the answer's SE, not the chain's own smaller one (kept beside it)."""
+    from ppl_hais.evidence import Evidence
+
+    target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum(z**2), ph.Gaussian(jnp.zeros(2)))
+    run = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=50, progress_bar=False)
+    rung = Rung(250, run.log_z, run.log_z_se, (), 0.1, 10_000, 0.1, bias_gap_se=0.03)
+    widened = math.hypot(run.log_z_se, 0.1)
+    ev = Evidence([run], target, "prior", run.log_z, widened, (), {}, trajectory=(rung,))
+    ss = ph.arviz.group(ph.arviz.from_ais([run], {"z": np.zeros((1, 64, 2))}, evidence=ev,
+                                          trajectory=ev.trajectory), "sample_stats")  # fmt: skip
+    assert float(ss["log_marginal_likelihood_se"][0]) == widened == float(ss["log_evidence_se"])
+    assert float(ss["chain_log_marginal_likelihood_se"][0]) == run.log_z_se < widened
+    own = Evidence([run], target, "prior", run.log_z, run.log_z_se, (), {}, trajectory=(rung,))
+    ss = ph.arviz.group(ph.arviz.from_ais([run], {"z": np.zeros((1, 64, 2))}, evidence=own,
+                                          trajectory=own.trajectory), "sample_stats")  # fmt: skip
+    assert "chain_log_marginal_likelihood" not in ss  # the chains' own answer: nothing moves
+    assert float(ss["log_marginal_likelihood_se"][0]) == run.log_z_se

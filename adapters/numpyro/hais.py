@@ -275,9 +275,8 @@ class HAIS:
 
     @staticmethod
     def _flat(samples, group_by_chain):
-        if group_by_chain:
-            return dict(samples)
-        return {k: v.reshape((-1,) + v.shape[2:]) for k, v in samples.items()}
+        return dict(samples) if group_by_chain else {
+            k: v.reshape((-1,) + v.shape[2:]) for k, v in samples.items()}
 
     def get_samples(self, rng_key=None, num_samples=None, group_by_chain=False):
         """Posterior draws: particles resampled by weight.
@@ -344,6 +343,8 @@ class HAIS:
                     f"the estimate (the forward {ev.log_z_forward:.4f} failed its checks)"
                     if ev.bridged else "a diagnostic, not the estimate") + ": its SE omits the "
                   "MCMC draws' error")  # fmt: skip
+            if b.note:
+                print(f"  NOTE {b.note}")
         for check in ev.checks:
             print(f"  WARNING {check}")
         numpyro.diagnostics.print_summary(

@@ -60,9 +60,9 @@ from ..stats.estimators import EXCESS_TOP, importance_ess, log_mean_exp_se, pool
 from ..stats.weights import MIN_PARTICLES_KHAT, lag_correlation, outside_fraction, pareto_khat
 
 __all__ = [
-    "EvidenceWarning", "KHAT_UNRELIABLE", "KHAT_WARN", "ESS_FRACTION", "evidence_checks",
-    "importance_ess", "khat_applies", "lag_correlation", "outside_fraction", "log_mean_exp_se",
-    "pareto_khat", "pool", "warn",
+    "EvidenceWarning", "KHAT_UNRELIABLE", "KHAT_WARN", "ESS_FRACTION", "bias_below",
+    "evidence_checks", "importance_ess", "khat_applies", "lag_correlation", "outside_fraction",
+    "log_mean_exp_se", "pareto_khat", "pool", "warn",
 ]  # fmt: skip
 
 KHAT_WARN = 0.5  # above: the weights' variance is probably infinite (PSIS)
@@ -337,6 +337,16 @@ def _chains_check(disagreement, more) -> str | None:
         "error bars say (a mode or tail that some runs missed); the pooled SE uses the "
         f"spread. Remedy: {more}."
     )
+
+
+def bias_below(gap, gap_se) -> bool:
+    """Whether a bias check's reverse (upper) estimate lies *below* the forward one beyond its
+    noise (``BIAS_FLOOR`` nats and ``BIAS_NOISE`` SEs). From posterior draws the reverse
+    estimate lies above in expectation, so either its draws were not posterior draws or a few
+    dominant forward weights lifted the forward estimate: either way the check bounds nothing.
+    False when NaN (no check)."""
+    noise = gap_se if np.isfinite(gap_se) else 0.0
+    return bool(gap < -max(BIAS_FLOOR, BIAS_NOISE * noise))
 
 
 def bias_invalid(gap, gap_se) -> bool:

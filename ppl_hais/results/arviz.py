@@ -26,6 +26,7 @@ from importlib import metadata
 import numpy as np
 import xarray as xr
 
+from ..checks.diagnostics import pool
 from ..checks.ladder import shortfall
 
 __all__ = [
@@ -142,7 +143,8 @@ def sample_stats_dataset(
     result. ``checks``: the pooled estimate's failed checks (default: the chains' own);
     ``bias``: the pooled estimate's :class:`~ppl_hais.estimate.bias.BiasCheck` (scalars
     ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``,
-    ``log_marginal_likelihood_bennett`` and its ``_se``); ``trajectory``: the
+    ``log_marginal_likelihood_bennett`` and its ``_se``; what to know of its draws in the
+    ``bias_check_note`` attribute); ``trajectory``: the
     convergence ladder's rungs (:class:`~ppl_hais.ladder.Rung`; ``ladder_*`` over dim
     ``rung``, the failed checks' names in the ``ladder_checks`` attribute, one line per rung,
     and the call's ``gradients`` as an attribute); ``evidence``: the call's
@@ -195,6 +197,8 @@ def sample_stats_dataset(
             np.array([getattr(r, field) for r in trajectory]), dims=["rung"]
         )
     ds = xr.Dataset(data, coords={"chain": chains})
+    if bias is not None and bias.note:  # the check's draws were redrawn, or it could not run
+        ds.attrs["bias_check_note"] = bias.note
     if trajectory:
         ds.attrs["ladder_checks"] = "\n".join(",".join(r.checks) for r in trajectory)
         ds.attrs["gradients"] = int(trajectory[-1].gradients)
@@ -205,11 +209,15 @@ def sample_stats_dataset(
         ds["log_evidence"] = xr.DataArray(float(evidence.log_z))
         ds["log_evidence_se"] = xr.DataArray(float(evidence.log_z_se))
         # one signal: the fields a pm.sample_smc user reads carry the call's answer. Where it
-        # is not the chains' own estimates (a bridge of both directions, or an SE from the
-        # rungs' spread that cleared the weights' checks), every chain holds the answer and
-        # the chains' own estimates move to chain_log_marginal_likelihood (as bridge
-        # sampling's output names them); a chain is flagged exactly when the call warned
-        if evidence.bridged or evidence.cleared:
+        # is not the chains' own estimates pooled (a bridge of both directions, an SE from the
+        # rungs' spread that cleared the weights' checks, an SE widened by the bias check's
+        # gap), every chain holds the answer and the chains' own estimates move to
+        # chain_log_marginal_likelihood (as bridge sampling's output names them); a chain is
+        # flagged exactly when the call warned
+        log_z, var = pool([r.log_z for r in results], [r.log_z_se for r in results])
+        own = (np.isclose(log_z, evidence.log_z, rtol=0, atol=1e-12)
+               and np.isclose(np.sqrt(var), evidence.log_z_se, rtol=1e-9, atol=0))  # fmt: skip
+        if evidence.bridged or evidence.cleared or not own:
             own = {"chain_log_marginal_likelihood": ds["log_marginal_likelihood"],
                    "chain_log_marginal_likelihood_se": ds["log_marginal_likelihood_se"]}
             ds = ds.assign(own)  # fmt: skip

@@ -351,6 +351,8 @@ class AISResult:
                 f"  reverse (upper) estimate {self.log_z_upper:.4f}: gap "
                 f"{self.bidirectional_gap:.4f} nats"
             )
+        if s.get("bias_check", {}).get("note"):
+            lines.append(f"  NOTE {s['bias_check']['note']}")
         for check in self.checks:
             lines.append(f"  WARNING {check}")
         return "\n".join(lines)
