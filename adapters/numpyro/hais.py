@@ -153,8 +153,7 @@ class HAIS:
         self.kernel_options = dict(num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead,
                                    local_steps=local_steps)  # fmt: skip
         self.progress_bar = progress_bar
-        self.evidence = None
-        self._samples = None
+        self.evidence = self._samples = None
 
     # az.from_numpyro reads num_samples (ArviZ 0.x) or sample_dims (1.x): the error says why not
     @property
@@ -215,6 +214,7 @@ class HAIS:
                 max_gradients=self.max_gradients,
                 bias_check=self.bias_check,
                 progress_bar=self.progress_bar,
+                remember=True,
                 **self.kernel_options,
             )
         self._nt = nt

@@ -237,6 +237,7 @@ def sample_hais(
             flips=flips,
             lookahead=lookahead,
             local_steps=local_steps,
+            remember=True,
         )
     results = ev.results
     idx = ev.resample(key_draws)

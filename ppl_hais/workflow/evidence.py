@@ -71,6 +71,7 @@ from .budget import (
     main_gradients,
     next_fits,
 )
+from .memory import pilot_key, recall
 from .runs import chains, check_names, largest, pooled_checks, record, topped_up
 
 __all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
@@ -92,6 +93,7 @@ class Evidence:
     gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
     max_gradients: float | None = None  # the budget they were spent under (None: unbounded)
     log_z_forward: float = float("nan")  # the last run's forward estimate, where log_z bridges
+    remembered: bool = False  # start and tuning from an earlier call (ppl_hais.workflow.memory)
 
     @property
     def bridged(self) -> bool:
@@ -178,6 +180,7 @@ def evidence(
     max_gradients: float | None = None,
     progress_bar: bool = True,
     bias_check="auto",
+    remember: bool = False,
     **hais_kwargs,
 ) -> Evidence:
     """The log evidence of a model by HAIS, checked, over ``num_chains`` independent runs.
@@ -219,6 +222,11 @@ def evidence(
     with discrete coordinates or with a reverse run of their own (``bidirectional``). Where
     the last rung passes every check and its bias check's reverse estimate lies above it, the
     SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above.
+
+    ``remember`` (the adapters' default): the start's pilots draw from a fixed key, so the
+    start and its tuning are a function of the model, its data and the options, kept for the
+    next call on the same model and data, which runs no pilot and gives the estimate it would
+    have given without the memory (:mod:`ppl_hais.workflow.memory`; ``Evidence.remembered``).
     """
     hais_kwargs = check_call(hais_kwargs, evidence, num_particles=num_particles,
         num_chains=num_chains, num_steps=num_steps, target_se=target_se,
@@ -235,9 +243,9 @@ def evidence(
                                  options.kernel.num_leapfrog, first)  # fmt: skip
     start = time.perf_counter()
     key_pilot, key_chains = host_split(rng_key)
-    with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
-        name, target, pilot, choice, spent = choose_initial_counted(key_pilot, model, initial,
-            num_steps=surveyed, kernel_options=options.kernel, pilot_options=options.pilot)
+    key_pilot = pilot_key() if remember else key_pilot
+    name, target, pilot, choice, spent, remembered = _tuned(
+        key_pilot, model, initial, surveyed, options, progress_bar, remember)  # fmt: skip
     budget = None
     if target_se is not None:
         key_probe, key_chains = host_split(key_chains)
@@ -294,12 +302,31 @@ def evidence(
     forward, log_z, var, checks = _answer(trajectory, log_z, var, checks, ladder, max_gradients)
     out = Evidence(
         results, target, name, float(log_z), float(np.sqrt(var)), checks, choice, budget, bias,
-        tuple(trajectory), int(spent), max_gradients, forward,
+        tuple(trajectory), int(spent), max_gradients, forward, remembered,
     )  # fmt: skip
     diagnostics.warn(checks, "log evidence", note=checks and getattr(model, "remedy_note", None))
     if getattr(model, "improper", ()):
         warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())
     return out
+
+
+def _tuned(key_pilot, model, initial, surveyed, options, progress_bar, remember):
+    """The start's choice and its pilots (:func:`~ppl_hais.starts.choose.choose_initial_counted`)
+    with the gradients they spent, and whether they came from memory (``remember``: from an
+    earlier call on the same model, data and options, spending none;
+    :mod:`ppl_hais.workflow.memory`)."""
+
+    def tune():
+        with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
+            return choose_initial_counted(key_pilot, model, initial, num_steps=surveyed,
+                kernel_options=options.kernel, pilot_options=options.pilot)  # fmt: skip
+
+    if not remember:
+        return *tune(), False
+    kept = model if isinstance(initial, str) else None  # a user's distribution: not kept
+    (name, target, pilot, choice, spent), remembered = recall(
+        kept, (initial, surveyed, options.kernel, options.pilot), tune)  # fmt: skip
+    return name, target, pilot, choice, 0 if remembered else spent, remembered
 
 
 def _bias(rng_key, model, target, results, pilot, log_z, var, options, progress_bar):
