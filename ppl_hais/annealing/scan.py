@@ -32,7 +32,6 @@ import jax.numpy as jnp
 
 from ..mcmc import fast_random
 from ..model.target import AnnealingTarget
-from ..runtime.progress import pace
 from ..stats import estimators
 from .kernels import TransitionKernel
 from .scale import interp_rows, population_log_scale
@@ -117,6 +116,17 @@ def _finite_std(x):
     return jnp.sqrt(jnp.sum(jnp.where(ok, x - mean, 0.0) ** 2) / n)
 
 
+class Loop(NamedTuple):
+    """An anneal between two calls of :func:`advance`: the next bin and all that it needs."""
+
+    bin: Any  # the next bin to run (int32)
+    carry: Carry
+    summaries: Summaries  # one row per bin
+    scale: ScaleSums
+    rec: Any  # per-temperature log(step size) and log-ratio spread, (bins, BIN_STEPS) each
+    start_log_initial: Any  # (P,) initial log density at the starting positions
+
+
 def anneal(
     rng_key,
     target: AnnealingTarget,
@@ -127,14 +137,14 @@ def anneal(
     num_particles: int,
     num_steps=None,
     adapt_target=None,
-    progress=None,
     positions=None,
     particle_offset=0,
     scale_ref=None,
     adapt_scale=False,
     num_valid=None,
 ):
-    """The pure annealing run (jit- and vmap-able); returns an :class:`AnnealOutput`.
+    """The pure annealing run (jit- and vmap-able); returns an :class:`AnnealOutput`:
+    :func:`start`, :func:`advance` through every bin, :func:`output`.
 
     ``positions`` are the P initial particles (drawn from ``target.initial`` here if None).
     ``particle_offset`` is the index of the first particle in a larger population: particle i
@@ -152,10 +162,6 @@ def anneal(
     ``adapt_target`` and ``adapt_scale`` may be traced values, so one compiled program serves
     the pilot (adapting), the main run and the bias check's reverse anneal alike
     (:func:`~ppl_hais.annealing.execution.compiled`).
-    ``progress`` is a run id (:func:`~ppl_hais.runtime.progress.open_run`, with or without a
-    bar): the end of a bin calls the host about every ``progress.TICK_SECONDS`` of measured time
-    (:func:`~ppl_hais.runtime.progress.pace`; a host callback costs 0.05–0.4 ms, so not every
-    bin), and the same callback stops the scan after Ctrl-C.
 
     The leapfrog (or random-walk) step along coordinate i is ``step_size · scale_i(β)``: a
     diagonal preconditioner, exactly HMC on z/scale with unit kinetic energy, so the persistent
@@ -177,32 +183,43 @@ def anneal(
     """
     if num_steps is None:
         num_steps = betas.shape[0] - 1
-    adapt_target = -1.0 if adapt_target is None else adapt_target
-    key_init, key_sample, key_steps = jax.random.split(rng_key, 3)
+    loop = start(rng_key, target, kernel, betas, num_particles=num_particles,
+                 positions=positions, particle_offset=particle_offset)  # fmt: skip
+    loop = advance(rng_key, target, kernel, betas, log_step, loop, num_bins(num_steps),
+                   num_particles=num_particles, num_steps=num_steps, adapt_target=adapt_target,
+                   particle_offset=particle_offset, scale_ref=scale_ref, adapt_scale=adapt_scale,
+                   num_valid=num_valid)  # fmt: skip
+    return output(loop, _valid(num_particles, particle_offset, num_valid)[0])
+
+
+def num_bins(num_steps):
+    """The bins of ``BIN_STEPS`` temperatures that ``num_steps`` temperatures fill."""
+    return (num_steps + BIN_STEPS - 1) // BIN_STEPS
+
+
+def _keys(rng_key):
+    """(initial states', initial draws', transitions') keys of a run."""
+    return jax.random.split(rng_key, 3)
+
+
+def _valid(num_particles, particle_offset, num_valid):
+    """(P,) False for padding, and the count of the others (at least 1)."""
+    if num_valid is None:
+        return jnp.ones(num_particles, bool), num_particles
+    valid = particle_offset + jnp.arange(num_particles) < num_valid
+    return valid, jnp.maximum(jnp.sum(valid), 1).astype(jnp.result_type(float))
+
+
+def start(rng_key, target, kernel, betas, *, num_particles, positions=None, particle_offset=0):
+    """The :class:`Loop` before the first bin: the kernel's states at ``positions`` (drawn
+    from ``target.initial`` if None), zero weights, empty rows for every bin ``betas`` holds."""
+    key_init, key_sample, _ = _keys(rng_key)
     dtype = jnp.result_type(float)
     if positions is None:
         positions = target.initial.sample(key_sample, (num_particles,))
     positions = jnp.asarray(positions, dtype)
-    betas, log_step = jnp.asarray(betas, dtype), jnp.asarray(log_step, dtype)
     init_keys = fast_random.split_particles(key_init, num_particles, particle_offset)
     states = jax.vmap(kernel.init, (0, 0, None))(init_keys, positions, target)
-    carry0_initial = states.potential.log_initial
-    step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None, None))
-    dim = positions.shape[-1]
-    if num_valid is None:
-        valid, count_valid = jnp.ones(num_particles, bool), num_particles
-    else:
-        valid = particle_offset + jnp.arange(num_particles) < num_valid
-        count_valid = jnp.maximum(jnp.sum(valid), 1).astype(dtype)
-    # Bins of BIN_STEPS temperatures, as many as N needs, under a while loop: N is data, so one
-    # compiled program serves every number of temperatures up to the schedule's length. A bin
-    # is a scan of fixed length (an accelerator checks the loop's condition once per bin, not
-    # per temperature); temperatures past β_N in the last bin are masked.
-    max_bins = -(-(betas.shape[0] - 1) // BIN_STEPS)
-    num_bins_used = (num_steps + BIN_STEPS - 1) // BIN_STEPS
-    run = _Run(target, step_vmap, betas, log_step, key_steps, num_particles, particle_offset,
-               valid, count_valid, dim, dtype, scale_ref, adapt_scale, adapt_target, num_steps,
-               num_bins_used, progress)  # fmt: skip
     carry = Carry(
         states,
         jnp.zeros(num_particles, dtype),
@@ -210,12 +227,33 @@ def anneal(
         jnp.zeros(num_particles, jnp.int32),
         jnp.zeros(3, dtype),
     )
-    loop = (jnp.zeros((), jnp.int32), carry, *_empty_rows(max_bins, dim, dtype),
-            jnp.zeros((), jnp.int32))  # fmt: skip
-    _, carry, summaries, scale, rec, _ = jax.lax.while_loop(
-        lambda loop: loop[0] < num_bins_used, partial(_bin, run), loop
-    )
-    return _output(carry, summaries, scale, rec, carry0_initial, valid)
+    # Bins of BIN_STEPS temperatures, as many as N needs, under a while loop: N is data, so one
+    # compiled program serves every number of temperatures up to the schedule's length. A bin
+    # is a scan of fixed length (an accelerator checks the loop's condition once per bin, not
+    # per temperature); temperatures past β_N in the last bin are masked.
+    max_bins = -(-(betas.shape[0] - 1) // BIN_STEPS)
+    rows = _empty_rows(max_bins, positions.shape[-1], dtype)
+    return Loop(jnp.zeros((), jnp.int32), carry, *rows, states.potential.log_initial)
+
+
+def advance(
+    rng_key, target, kernel, betas, log_step, loop: Loop, until, *, num_particles, num_steps,
+    adapt_target=None, particle_offset=0, scale_ref=None, adapt_scale=False, num_valid=None,
+) -> Loop:  # fmt: skip
+    """``loop`` run on to bin ``until`` (or to the last bin ``num_steps`` needs, if sooner;
+    both may be traced): the same numbers whether a run takes one call or many, so the host
+    can call between bins (a progress bar, Ctrl-C) without a callback inside the program."""
+    adapt_target = -1.0 if adapt_target is None else adapt_target
+    dtype = jnp.result_type(float)
+    betas, log_step = jnp.asarray(betas, dtype), jnp.asarray(log_step, dtype)
+    valid, count_valid = _valid(num_particles, particle_offset, num_valid)
+    step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None, None))
+    used = num_bins(num_steps)
+    run = _Run(target, step_vmap, betas, log_step, _keys(rng_key)[2], num_particles,
+               particle_offset, valid, count_valid, loop.carry.states.position.shape[-1], dtype,
+               scale_ref, adapt_scale, adapt_target, num_steps, used)  # fmt: skip
+    last = jnp.minimum(until, used)
+    return jax.lax.while_loop(lambda loop: loop.bin < last, partial(_bin, run), loop)
 
 
 class _Run(NamedTuple):
@@ -237,7 +275,6 @@ class _Run(NamedTuple):
     adapt_target: Any
     num_steps: Any
     num_bins_used: Any
-    progress: Any
 
 
 def _mean(run, x):
@@ -316,9 +353,9 @@ def _empty_rows(max_bins, dim, dtype):
     return summaries0, scale0, rec0
 
 
-def _bin(run, loop):
-    """One bin of ``BIN_STEPS`` temperatures, its row of summaries, the progress bar's tick."""
-    b, carry, summaries, scale, rec, due = loop
+def _bin(run, loop: Loop) -> Loop:
+    """One bin of ``BIN_STEPS`` temperatures and its row of summaries."""
+    b, carry, summaries, scale, rec, start_log_initial = loop
     dtype, zero = run.dtype, jnp.zeros((), run.dtype)
     first = b * BIN_STEPS + 1
     n = first + jnp.arange(BIN_STEPS)
@@ -339,12 +376,12 @@ def _bin(run, loop):
     scale = jax.tree.map(lambda buf, v: buf.at[slot].add(v), scale,
                          ScaleSums(sums.beta, sums.log_scale, count))  # fmt: skip
     rec = tuple(buf.at[b].set(v) for buf, v in zip(rec, per_step, strict=True))
-    if run.progress is not None:  # the progress bar, and where Ctrl-C stops the scan
-        due = pace(run.progress, first + count - 1, due)
-    return b + 1, carry, summaries, scale, rec, due
+    return Loop(b + 1, carry, summaries, scale, rec, start_log_initial)
 
 
-def _output(carry, summaries, scale, rec, start_log_initial, valid) -> AnnealOutput:
+def output(loop: Loop, valid) -> AnnealOutput:
+    """The :class:`AnnealOutput` of ``loop`` (``valid``: (P,) False for padding)."""
+    _, carry, summaries, scale, rec, start_log_initial = loop
     states, log_w, _, nonfinite, grads = carry
     acc, eps, ess, log_z, bin_beta, bin_count = summaries
     init_nonfinite = jnp.sum(~jnp.isfinite(start_log_initial) & valid).astype(jnp.int32)

@@ -1,16 +1,19 @@
-"""Progress bars driven from inside compiled scans (one host callback per tick), and the stop
-request that Ctrl-C raises through the same callback.
+"""Progress bars and Ctrl-C for long compiled loops, ticked at a pace measured in seconds.
 
-Long loops call the host at a pace measured in seconds, not iterations (:func:`pace`): each
-call times the loop since the previous one and says at which iteration to call next, about
-``TICK_SECONDS`` later. A loaded machine makes iterations slower, not the ticks rarer, so Ctrl-C
-stops a run within about a quarter of a second plus one iteration (one bin of the anneal).
+Long loops hear from the host at a pace measured in seconds, not iterations
+(:func:`paced_tick`): each tick times the loop since the previous one and says at which
+iteration to tick next, about ``TICK_SECONDS`` later. A loaded machine makes iterations slower,
+not the ticks rarer, so Ctrl-C stops a run within about a quarter of a second plus one
+iteration. The anneal is called by the host in chunks of bins sized that way
+(:func:`ppl_hais.annealing.execution.drive`), so its program holds no callback and JAX's
+persistent cache stores it; the MCMC loops call the host from inside (:func:`pace`, one host
+callback per tick).
 
-A compiled scan cannot be cancelled from outside, but its per-bin callback runs on the host:
+A compiled call cannot be cancelled from outside, but its ticks run on the host:
 :func:`run_interruptibly` dispatches the compiled calls from worker threads, so the main
 thread stays in Python and receives Ctrl-C at once; it then sets a stop flag, each running
-scan raises :class:`Interrupted` from its next tick (the end of a bin), and the
-KeyboardInterrupt reaches the user with the process usable.
+loop raises :class:`Interrupted` from its next tick, and the KeyboardInterrupt reaches the user
+with the process usable.
 
 Example
 -------
@@ -70,7 +73,8 @@ def showing() -> bool:
 
 
 class Interrupted(Exception):
-    """Raised inside a compiled scan's callback to stop it after Ctrl-C."""
+    """Raised at a loop's tick (inside a compiled loop's callback, or between the anneal's
+    chunks) to stop it after Ctrl-C."""
 
 
 # exceptions our callbacks raise on purpose, which reach the user with their own message
