@@ -87,6 +87,8 @@ def main():
                 bias_warned=any(c.startswith("bias") for c in ev.checks),
                 checks=sorted({c.split(":")[0] for c in ev.checks}),
                 grads=ev.gradients, wall=time.perf_counter() - t0, initial=ev.initial,
+                redrawn=ev.bias is not None and ev.bias.redrawn,
+                broken=ev.bias is not None and ev.bias.broken,
             ))  # fmt: skip
         err = np.array([r["err"] for r in runs])
         se = np.array([r["se"] for r in runs])
@@ -111,13 +113,15 @@ def main():
             checks=", ".join(checks) or "—", grads=np.mean([r["grads"] for r in runs]),
             wall=np.median([r["wall"] for r in runs]), seeds=args.seeds,
             initial=",".join(sorted({r["initial"] for r in runs})),
+            redrawn=sum(r["redrawn"] for r in runs), broken=sum(r["broken"] for r in runs),
         ))  # fmt: skip
         r = rows[-1]
         print(f"{name}: err {r['err']:+.3f}±{r['err_sd']:.3f} se {r['se']:.3f} gap {r['gap']:.3f} "
               f"ran {r['ran']} right {r['right']} warned {r['warned']} false {r['false_alarms']} "
               f"silent {r['silent']} bias {r['bias_warned']} covered {r['covered']} "
               f"bennett {r['bennett']} {r['bennett_right']} vs {r['checked_right']} "
-              f"[{r['checks']}] {r['grads'] / 1e6:.2f} M grads {r['wall']:.2f} s",
+              f"[{r['checks']}] redrawn {r['redrawn']} broken {r['broken']} "
+              f"{r['grads'] / 1e6:.2f} M grads {r['wall']:.2f} s",
               flush=True)  # fmt: skip
     write(args, rows)
 
@@ -137,13 +141,16 @@ def write(args, rows):
         "call, pilots and the bias check included; *Bennett*: over the checked runs, the error "
         "of Bennett's bridge of the check's forward and reverse weights "
         "(`BiasCheck.log_z_bennett`: reported, not used by any decision), and how many of them "
-        "it puts within 0.1 nat, beside how many the estimate itself does.",
+        "it puts within 0.1 nat, beside how many the estimate itself does; *redrawn / could "
+        "not run*: checks whose MCMC draws gave a reverse estimate below the estimate and were "
+        "redrawn by the anneal's own transition, and checks still below after that "
+        "(`BiasCheck.redrawn`, `BiasCheck.broken`).",
         "",
         "| model | start | mean error (sd) | median SE | checked | median gap | right | warned "
         "| false alarms | silent | bias warned | gap covers | Bennett: mean error (sd) "
-        "| Bennett right / estimate right (checked) | checks that fired | gradients "
-        "| median time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| Bennett right / estimate right (checked) | redrawn / could not run "
+        "| checks that fired | gradients | median time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -151,7 +158,8 @@ def write(args, rows):
             f"| {r['se']:.3f} | {r['ran']}/{r['seeds']} | {r['gap']:.3f} | {r['right']} "
             f"| {r['warned']} | {r['false_alarms']} | {r['silent']} | {r['bias_warned']} "
             f"| {r['covered']} | {r['bennett']} | {r['bennett_right']} / {r['checked_right']} "
-            f"| {r['checks']} | {r['grads'] / 1e6:.2f} M | {r['wall']:.2f} s |"
+            f"| {r['redrawn']} / {r['broken']} | {r['checks']} | {r['grads'] / 1e6:.2f} M "
+            f"| {r['wall']:.2f} s |"
         )
     right = sum(r["right"] for r in rows)
     false = sum(r["false_alarms"] for r in rows)

@@ -5,8 +5,9 @@ compilation cache, and whether a new budget compiles anything.
     python benchmarks/first_call.py --before ../old-checkout [--out FILE]   # an A/B, printed
     python benchmarks/first_call.py --before ../old-checkout --cache off [--out ...]
 
-Each cell is a fresh Python process (imports excluded from the times) that builds one model and
-calls, in order: the default call (the first call: tracing, compiling, running), the same call
+Each cell is a fresh Python process (imports excluded from the times) that builds one model (by
+default the README's regression, centered eight schools and a logistic regression) and calls,
+in order: the default call (the first call: tracing, compiling, running), the same call
 with a new seed (warm), and a call with another number of temperatures (3000 instead of 1000:
 a new budget). ``pm.sample_smc`` (its defaults, ``cores=1``) is called twice in a fresh process
 of its own, so its first call pays what a user's does (importing Numba, compiling its
@@ -14,7 +15,9 @@ functions), as ours do.
 Three cache states per model and adapter: ``off`` (``PPL_HAIS_COMPILATION_CACHE=0``), ``cold``
 (an empty cache directory: the first process on a machine) and ``warm`` (a second process on
 the same directory). PyTensor's own compilation cache (``~/.pytensor``) is warm for every
-``pm.sample_smc`` row, as on any machine that ran the model once.
+``pm.sample_smc`` row, as on any machine that ran the model once. Each call's seconds are also
+split into the workflow's phases, clocked around the functions that run them: the profile of
+where a default call's time goes.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import textwrap
 
 import _machine
 
-MODELS = ["regression", "eight_schools", "logistic"]
+OWN = ["readme_regression", "eight_schools_centered", "regression", "eight_schools", "logistic"]
+MODELS = ["readme_regression", "eight_schools_centered", "logistic"]
 
 CHILD = textwrap.dedent(
     r"""
@@ -40,13 +44,16 @@ CHILD = textwrap.dedent(
     import numpy as np
     adapter, name = sys.argv[1], sys.argv[2]
     case, chains = None, 1  # a trust-suite model by part of its name, else one of three here
-    if name not in ("regression", "eight_schools", "logistic"):
+    if name not in ("readme_regression", "eight_schools_centered", "regression", "eight_schools",
+                    "logistic"):
         sys.path.insert(0, sys.argv[3])
         import trust_suite
         case = next(c for n, c in trust_suite.cases().items() if name in n)
         chains = case["chains"]
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 5)); y = X @ rng.normal(size=5) + rng.normal(size=50)
+    Xr = np.random.default_rng(0).normal(size=(100, 3))  # the README's regression
+    yr = Xr @ np.array([1.0, -0.5, 0.2]) + 0.3 * np.random.default_rng(0).normal(size=100)
     Xl = rng.normal(size=(100, 3))
     yl = (rng.random(100) < 1 / (1 + np.exp(-Xl @ [1.0, -1.0, 0.5]))) * 1
     school_y = np.array([28., 8., -3., 7., -1., 1., 18., 12.])
@@ -67,8 +74,23 @@ CHILD = textwrap.dedent(
                     else "compile" if "compilation" in msg else None)
             if kind:
                 phases[kind] += float(m.group(1))
+    # where a call's seconds go: the workflow's phases and the adapter's own work, clocked
+    spent = {}
+    def clock(module, name, phase):
+        import importlib
+        mod = importlib.import_module(module)
+        fn = getattr(mod, name)
+        def clocked(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[phase] = spent.get(phase, 0.0) + time.perf_counter() - t
+        setattr(mod, name, clocked)
     def timed(label, fn):
+        spent.clear()
         t = time.perf_counter(); fn(); times[label] = time.perf_counter() - t
+        times.update({f"{label}: {k}": v for k, v in spent.items()})
     if adapter == "numpyro":
         import numpyro, numpyro.distributions as dist
         from ppl_hais.adapters import numpyro as phn
@@ -83,7 +105,18 @@ CHILD = textwrap.dedent(
         def logistic(X, y):
             w = numpyro.sample("w", dist.Normal(0, 2).expand([3]).to_event(1))
             numpyro.sample("y", dist.Bernoulli(logits=X @ w), obs=y)
+        def readme_regression(X, y):
+            w = numpyro.sample("w", dist.Normal(0, 1).expand([3]).to_event(1))
+            sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+            numpyro.sample("y", dist.Normal(X @ w, sigma), obs=y)
+        def eight_schools_centered(s, y):
+            mu = numpyro.sample("mu", dist.Normal(0, 5))
+            tau = numpyro.sample("tau", dist.HalfCauchy(5))
+            th = numpyro.sample("th", dist.Normal(mu, tau).expand([8]).to_event(1))
+            numpyro.sample("y", dist.Normal(th, s), obs=y)
         model, args = {"regression": (regression, (X, y)),
+                       "readme_regression": (readme_regression, (Xr, yr)),
+                       "eight_schools_centered": (eight_schools_centered, (school_s, school_y)),
                        "eight_schools": (eight_schools, (school_s, school_y)),
                        "logistic": (logistic, (Xl, yl))}.get(name) or case["numpyro"]
         def call(seed, **kw):
@@ -101,6 +134,14 @@ CHILD = textwrap.dedent(
                 mu = pm.Normal("mu", 0, 5); tau = pm.HalfCauchy("tau", 5)
                 th = pm.Normal("th", 0, 1, shape=8)
                 pm.Normal("y", mu + tau * th, school_s, observed=school_y)
+            elif name == "readme_regression":
+                w = pm.Normal("w", 0, 1, shape=3)
+                sigma = pm.HalfNormal("sigma", 1.0)
+                pm.Normal("y", pm.math.dot(Xr, w), sigma, observed=yr)
+            elif name == "eight_schools_centered":
+                mu = pm.Normal("mu", 0, 5); tau = pm.HalfCauchy("tau", 5)
+                th = pm.Normal("th", mu, tau, shape=8)
+                pm.Normal("y", th, school_s, observed=school_y)
             elif name == "logistic":
                 w = pm.Normal("w", 0, 2, shape=3)
                 pm.Bernoulli("y", logit_p=pm.math.dot(Xl, w), observed=yl)
@@ -110,6 +151,15 @@ CHILD = textwrap.dedent(
             return php.sample_hais(model=m, random_seed=seed, progressbar=False, chains=chains,
                                    **kw)
     if adapter != "smc":
+        for module, name, phase in [
+            ("ppl_hais.workflow.evidence", "_tuned", "start and tuning"),
+            ("ppl_hais.workflow.evidence", "chains", "anneals"),
+            ("ppl_hais.workflow.evidence", "_bias", "bias check"),
+            ("ppl_hais.adapters.numpyro.hais", "NumPyroTarget", "model to JAX"),
+            ("ppl_hais.adapters.pymc.smc", "cached_target", "model to JAX"),
+            ("ppl_hais.adapters.pymc.smc", "from_ais", "ArviZ"),
+        ]:
+            clock(module, name, phase)
         jax.config.update("jax_log_compiles", True)
         handler = Phases(); log = logging.getLogger("jax")
         log.addHandler(handler); log.setLevel(logging.DEBUG); log.propagate = False
@@ -147,8 +197,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="docs/first_call.md")
     p.add_argument("--models", nargs="*", default=MODELS,
-                   help="regression, eight_schools, logistic, or part of a trust-suite model's "
-                        "name (benchmarks/trust_suite.py: funnel, two-mode, banana, ...)")
+                   help=f"{', '.join(OWN)}, or part of a trust-suite model's name "
+                        "(benchmarks/trust_suite.py: funnel, two-mode, banana, ...)")
     p.add_argument("--before", default=None,
                    help="a checkout of an earlier commit: compare its warm-cache first calls "
                         "with this one's, alternating, instead of the full table")  # fmt: skip
@@ -202,6 +252,26 @@ def main():
             f"| {f('warm')} | {f('new budget')} "
             f"| {s_first:.2f} | {s_warm:.2f} | {t['first'] / s_first:.2f} |"
         )
+    phases = ("model to JAX", "start and tuning", "anneals", "bias check", "ArviZ")
+    lines += [
+        "",
+        "Where the seconds go: each call's time in the workflow's phases (the model turned "
+        "into a JAX density; the start's choice, its fits and pilots, or the memory of them; "
+        "the anneals of every rung; the bias check; the ArviZ output), the rest being the "
+        "adapter's and the workflow's own host work (resampling, constraining the draws, the "
+        "checks). Warm-cache rows (a second process).",
+        "",
+        "| model | adapter | call | total | " + " | ".join(phases) + " | rest |",
+        "|---|---|---|---|" + "---|" * (len(phases) + 1),
+    ]
+    for model, adapter, state, t in rows:
+        if state != "warm":
+            continue
+        for call in ("first", "warm"):
+            parts = [t.get(f"{call}: {p}", 0.0) for p in phases]
+            cells = " | ".join(f"{v:.2f}" for v in parts)
+            lines.append(f"| {model} | {adapter} | {call} | {t[call]:.2f} | {cells} | "
+                         f"{t[call] - sum(parts):.2f} |")
     lines += [
         "",
         "The first call without the cache is tracing + compiling + running; with a warm cache "

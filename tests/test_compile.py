@@ -103,6 +103,12 @@ def test_mcmc_program_holds_the_log_density_once_per_role():
                                "vectorized")  # fmt: skip
         jaxpr = str(jax.make_jaxpr(fn)(*args))
         assert jaxpr.count("sinh") == copies, (warmup, jaxpr.count("sinh"))
+    # its progress tick is a host callback; the bias check's MCMC (interruptible=False) has
+    # none, so JAX 0.10's persistent cache can store it (it keys a callback by its address)
+    for interruptible in (True, False):
+        fn = sampler._compiled(structure, 100, 50, 1, 1, "standard", "fresh", True, True, 1,
+                               "vectorized", interruptible)  # fmt: skip
+        assert ("callback" in str(jax.make_jaxpr(fn)(*args))) == interruptible
 
 
 def test_laplace_fit_and_bias_check_compile_only_their_programs(caplog):

@@ -1,5 +1,6 @@
-"""Running the scan: the compile cache, particle groups on CPU threads or sharded over devices,
-and the merge of their outputs.
+"""Running the scan: particle groups on CPU threads or sharded over devices, each run by the
+compiled program's host loop (:mod:`~ppl_hais.annealing.program`), and the merge of their
+outputs.
 
 Example
 -------
@@ -13,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -21,89 +22,12 @@ import numpy as np
 
 from ..mcmc.fast_random import host_fold_in
 from ..results.result import InitialSupportError
-from ..runtime import progress
 from ..runtime.precision import in_thread
 from ..runtime.progress import close_bar, open_run, run_interruptibly, shared_bar
-from ..runtime.structure import compile_once, merge, split
-from . import scan
+from ..runtime.structure import compile_once, split
 from .outputs import finish, merge_groups
+from .program import compiled, drive, empty_loop
 from .starvation import serial_groups
-
-
-@lru_cache(maxsize=32)
-def compiled(structure, kernel, *, num_particles):
-    """The annealing scan, jitted once per target *structure* (``ppl_hais.runtime.structure``): the
-    target's arrays (a model's data, a Gaussian's mean) are arguments, and so are the number of
-    temperatures (the schedule comes :func:`padded`), the pilot's adaptation switches
-    (``adapt_target``: −1 off; ``adapt_scale``) and the count of particles that are not padding
-    (``num_valid``): a new budget, a pilot, a main run's group and the bias check's reverse
-    anneal of ``num_particles`` particles all run one program (:data:`GROUP_PARTICLES`).
-
-    The program runs the bins from ``loop.bin`` to ``until`` (:func:`~ppl_hais.annealing.scan.
-    advance`), starting the run where ``loop.bin`` is 0, and returns the loop and its output:
-    the host calls it again until the last bin (:func:`drive`), ticking the progress bar and
-    hearing Ctrl-C in between, so the program holds no host callback and JAX's persistent
-    cache stores it on every supported version (JAX 0.10 keys a callback by its address, new
-    in every process)."""
-
-    def run(
-        arrays, rng_key, betas, num_steps, log_step, positions, offset, scale_ref,
-        adapt_target, adapt_scale, num_valid, loop, until,
-    ):  # fmt: skip
-        target = merge(structure, arrays)
-        kw = dict(num_particles=num_particles, particle_offset=offset)
-        loop = jax.lax.cond(
-            loop.bin == 0, lambda: scan.start(rng_key, target, kernel, betas, positions=positions,
-                                              **kw),
-            lambda: loop)  # fmt: skip
-        loop = scan.advance(rng_key, target, kernel, betas, log_step, loop, until,
-                            num_steps=num_steps, adapt_target=adapt_target, scale_ref=scale_ref,
-                            adapt_scale=adapt_scale, num_valid=num_valid, **kw)  # fmt: skip
-        return loop, scan.output(loop, scan._valid(num_particles, offset, num_valid)[0])
-
-    return jax.jit(run)
-
-
-@lru_cache(maxsize=32)
-def _loop_shapes(structure, kernel, num_particles, capacity, dim, avals):
-    """The shapes of :func:`compiled`'s loop, traced (not compiled) once per structure."""
-
-    def first(arrays, rng_key, betas, positions):
-        return scan.start(rng_key, merge(structure, arrays), kernel, betas,
-                          num_particles=num_particles, positions=positions)  # fmt: skip
-
-    dtype = jnp.result_type(float)
-    return jax.eval_shape(
-        first, [jax.ShapeDtypeStruct(shape, t) for shape, t in avals],
-        jax.eval_shape(lambda: jax.random.key(0)), jax.ShapeDtypeStruct((capacity,), dtype),
-        jax.ShapeDtypeStruct((num_particles, dim), dtype))  # fmt: skip
-
-
-def empty_loop(structure, arrays, kernel, num_particles, capacity, dim):
-    """A loop of zeros in :func:`compiled`'s shapes (``bin`` 0: the program starts the run)."""
-    avals = tuple((tuple(np.shape(a)), np.dtype(a.dtype)) for a in arrays)
-    shapes = _loop_shapes(structure, kernel, num_particles, capacity, int(dim), avals)
-    # on the device, as the outputs that later calls pass back: one dispatch signature
-    return jax.tree.map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)), shapes)
-
-
-def drive(call, loop, num_steps, run_id):
-    """Call ``call(loop, until)`` (:func:`compiled`'s program, its other arguments bound) from
-    bin 0 to the last, a chunk of bins at a time, and return its last output. Between calls the
-    host ticks the progress bar and hears Ctrl-C (:func:`~ppl_hais.runtime.progress.
-    paced_tick`, which sizes the next chunk to about ``TICK_SECONDS``; under ``jax.distributed``
-    one chunk, as every process must make the same calls)."""
-    last = int(scan.num_bins(num_steps))
-    until = 1 if jax.process_count() == 1 else last
-    while True:
-        loop, out = call(loop, np.int32(min(until, last)))
-        jax.block_until_ready(loop.bin)
-        done = min(min(until, last) * scan.BIN_STEPS, num_steps)
-        due = int(progress.paced_tick(run_id, done, done))
-        if until >= last:
-            return out
-        until = max(-(-due // scan.BIN_STEPS), until + 1)
-
 
 # schedules up to 16,383 temperatures share one compiled program: every rung of the convergence
 # ladder (the longest is 16,000), whatever the transition. At 8192 for the standard transition

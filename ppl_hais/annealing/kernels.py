@@ -146,7 +146,7 @@ def hais_kernel(
     ('hais', 1)
     """
     # one kernel object per setting, however the arguments were spelled: compiled anneals are
-    # cached per kernel (execution.compiled), so the pilot, the runs and the bias check share
+    # cached per kernel (program.compiled), so the pilot, the runs and the bias check share
     return _hais_kernel(float(refresh), int(num_leapfrog), int(lookahead), str(flips),
                         float(step_size_jitter), bool(local_steps))  # fmt: skip
 

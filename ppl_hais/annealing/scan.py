@@ -35,6 +35,7 @@ from ..model.target import AnnealingTarget
 from ..stats import estimators
 from .kernels import TransitionKernel
 from .scale import interp_rows, population_log_scale
+from .state import AnnealOutput, BinSums, Carry, Loop, ScaleSums, Summaries
 
 ADAPT_RATE = 0.1  # Robbins–Monro gain on log(step size) per pilot temperature
 BIN_STEPS = 8  # temperatures per bin of the scan; the host merges bins into ``num_bins``
@@ -44,87 +45,11 @@ BIN_STEPS = 8  # temperatures per bin of the scan; the host merges bins into ``n
 SCALE_ROWS = 256
 
 
-class Carry(NamedTuple):
-    """What the scan carries from one bin to the next."""
-
-    states: Any  # the kernel's per-particle states (each with its cached Potential)
-    log_w: Any  # (P,) log weights
-    offset: Any  # the pilot's adaptation offset on log(step size)
-    nonfinite: Any  # (P,) each particle's proposals with a non-finite density or gradient
-    grads: Any  # (3,) gradients per particle: own (mean), executed (max); integer moves taken
-
-
-class BinSums(NamedTuple):
-    """Per-temperature sums inside one bin (reset at each bin)."""
-
-    acceptance: Any
-    step_size: Any
-    log_scale: Any  # (D,) with adapt_scale, else (0,)
-    beta: Any
-
-
-class Summaries(NamedTuple):
-    """Per-bin diagnostics, one row per bin (``bin_count`` 0: a bin past β_N)."""
-
-    acceptance: Any
-    step_size: Any
-    ess: Any
-    log_z: Any
-    bin_beta: Any  # β at the bin's last temperature
-    bin_count: Any
-
-
-class ScaleSums(NamedTuple):
-    """The measured scale's sums over temperatures, ``SCALE_ROWS`` rows of merged bins."""
-
-    beta: Any  # (SCALE_ROWS,) Σ β
-    log_scale: Any  # (SCALE_ROWS, D) Σ log scale per coordinate
-    count: Any  # (SCALE_ROWS,) temperatures summed (0: an empty row)
-
-
-class AnnealOutput(NamedTuple):
-    """What :func:`anneal` returns (arrays; per-bin rows before
-    :func:`~ppl_hais.annealing.execution.run` merges them)."""
-
-    log_weights: Any  # (P,) final log weights
-    particles: Any  # (P, D) final positions
-    log_ratio: Any  # (P,) log likelihood ratio at the final positions
-    log_initial: Any  # (P,) initial log density at the final positions
-    start_log_initial: Any  # (P,) initial log density at the starting positions
-    initial_nonfinite: Any  # starting positions with a non-finite initial density
-    num_nonfinite: Any  # proposals with a non-finite density or gradient
-    particle_nonfinite: Any  # (P,) those of each particle
-    acceptance: Any  # per bin: mean acceptance
-    step_size: Any  # per bin: mean step size
-    ess: Any  # per bin: ESS of the weights at the bin's end
-    log_z: Any  # per bin: log mean weight at the bin's end (without log Z_initial)
-    bin_beta: Any  # per bin: β at its last temperature
-    bin_count: Any  # per bin: temperatures in it (0: past β_N); None once merged
-    log_steps: Any  # per temperature log(step size) (in bins of BIN_STEPS)
-    log_ratio_sd: Any  # per temperature spread of the log ratio over the particles
-    gradients: Any  # (3,) per particle: own (mean), executed (max), integer moves taken
-    scale_betas: Any  # per scale row Σ β (``SCALE_ROWS``); once merged, each group's mean β
-    log_scale: Any  # per row Σ log scale per coordinate (``adapt_scale``); once merged, means
-    scale_count: Any  # per row: temperatures summed; None once merged
-    particles_per_device: Any = None  # set by execution.run: rows per device
-
-
 def _finite_std(x):
     ok = jnp.isfinite(x)
     n = jnp.maximum(jnp.sum(ok), 1)
     mean = jnp.sum(jnp.where(ok, x, 0.0)) / n
     return jnp.sqrt(jnp.sum(jnp.where(ok, x - mean, 0.0) ** 2) / n)
-
-
-class Loop(NamedTuple):
-    """An anneal between two calls of :func:`advance`: the next bin and all that it needs."""
-
-    bin: Any  # the next bin to run (int32)
-    carry: Carry
-    summaries: Summaries  # one row per bin
-    scale: ScaleSums
-    rec: Any  # per-temperature log(step size) and log-ratio spread, (bins, BIN_STEPS) each
-    start_log_initial: Any  # (P,) initial log density at the starting positions
 
 
 def anneal(
@@ -161,7 +86,7 @@ def anneal(
     of the log likelihood ratio are returned.
     ``adapt_target`` and ``adapt_scale`` may be traced values, so one compiled program serves
     the pilot (adapting), the main run and the bias check's reverse anneal alike
-    (:func:`~ppl_hais.annealing.execution.compiled`).
+    (:func:`~ppl_hais.annealing.program.compiled`).
 
     The leapfrog (or random-walk) step along coordinate i is ``step_size · scale_i(β)``: a
     diagonal preconditioner, exactly HMC on z/scale with unit kinetic energy, so the persistent
@@ -189,7 +114,7 @@ def anneal(
                    num_particles=num_particles, num_steps=num_steps, adapt_target=adapt_target,
                    particle_offset=particle_offset, scale_ref=scale_ref, adapt_scale=adapt_scale,
                    num_valid=num_valid)  # fmt: skip
-    return output(loop, _valid(num_particles, particle_offset, num_valid)[0])
+    return output(loop, valid_particles(num_particles, particle_offset, num_valid)[0])
 
 
 def num_bins(num_steps):
@@ -202,7 +127,7 @@ def _keys(rng_key):
     return jax.random.split(rng_key, 3)
 
 
-def _valid(num_particles, particle_offset, num_valid):
+def valid_particles(num_particles, particle_offset, num_valid):
     """(P,) False for padding, and the count of the others (at least 1)."""
     if num_valid is None:
         return jnp.ones(num_particles, bool), num_particles
@@ -246,7 +171,7 @@ def advance(
     adapt_target = -1.0 if adapt_target is None else adapt_target
     dtype = jnp.result_type(float)
     betas, log_step = jnp.asarray(betas, dtype), jnp.asarray(log_step, dtype)
-    valid, count_valid = _valid(num_particles, particle_offset, num_valid)
+    valid, count_valid = valid_particles(num_particles, particle_offset, num_valid)
     step_vmap = jax.vmap(kernel.step, (0, 0, None, None, None, None))
     used = num_bins(num_steps)
     run = _Run(target, step_vmap, betas, log_step, _keys(rng_key)[2], num_particles,

@@ -263,7 +263,7 @@ def check_bias(
     mcmc = mcmc_sample(
         key_mcmc, _final_log_density(target) if log_density is None else log_density,
         particles[idx], num_warmup=int(num_mcmc),
-        num_samples=int(num_mcmc), flips="standard", progress_bar=False,
+        num_samples=int(num_mcmc), flips="standard", progress_bar=False, interruptible=False,
     )  # fmt: skip
     samples = np.asarray(mcmc.samples)
     starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])

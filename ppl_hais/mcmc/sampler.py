@@ -59,14 +59,17 @@ class MCMCResult(NamedTuple):
 
 @lru_cache(maxsize=16)
 def _compiled(structure, num_warmup, num_samples, num_leapfrog, num_lookahead, flips,
-              uniform, adapt_mass_matrix, auto_refresh, thinning, chain_method):  # fmt: skip
+              uniform, adapt_mass_matrix, auto_refresh, thinning, chain_method,
+              interruptible=True):  # fmt: skip
     """The sampler jitted once per *structure* of the log density
     (``ppl_hais.runtime.structure``): a pytree log density (e.g. a ``jax.tree_util.Partial``
     over a target) passes its arrays as an argument, so a new density of the same structure and
-    shapes reuses the program."""
+    shapes reuses the program. ``interruptible``: its loops tick the host (progress, Ctrl-C)
+    through a callback; without, the program holds none."""
     in_slow, ends = (jnp.asarray(a) for a in adaptation_schedule(num_warmup, adapt_mass_matrix))
 
     def run(arrays, keys, x0, step_size, refresh, target_accept, run_id):
+        run_id = run_id if interruptible else None  # None: no tick (runtime.progress.pace)
         logdensity_fn = merge(structure, arrays)
         kw = dict(logdensity_fn=logdensity_fn, num_leapfrog=num_leapfrog,
                   num_lookahead=num_lookahead, flips=flips, uniform=uniform)  # fmt: skip
@@ -129,6 +132,7 @@ def sample(
     thinning: int = 1,
     chain_method: str = "vectorized",
     progress_bar: bool = True,
+    interruptible: bool = True,
     **unknown,
 ) -> MCMCResult:
     """Warmup and sampling for several chains in one compiled call.
@@ -158,6 +162,12 @@ def sample(
         (``lax.map``). Warmup always runs the chains together.
     progress_bar : bool
         Show a progress bar (transitions of the slowest chain).
+    interruptible : bool
+        The compiled loop calls the host about every quarter of a second, where Ctrl-C stops
+        it and the progress bar moves. ``False``: no such call, so no progress bar, Ctrl-C
+        waits for the end, and JAX's persistent cache stores the program on every supported
+        JAX (0.10 keys a host callback by its address, new in every process); for short runs,
+        such as the evidence workflow's bias check.
 
     Returns
     -------
@@ -191,11 +201,12 @@ def sample(
         auto_refresh,
         int(thinning),
         chain_method,
+        bool(interruptible),
     )
     keys = fast_random.host_split(rng_key, x0.shape[0], as_array=True)
     start = time.perf_counter()
     total = num_warmup + num_samples * thinning
-    run_id = open_run(total, "reduced-flip HMC", bar=progress_bar)
+    run_id = open_run(total, "reduced-flip HMC", bar=progress_bar and interruptible)
     args = (
         arrays,
         keys,

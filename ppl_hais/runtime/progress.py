@@ -5,7 +5,7 @@ Long loops hear from the host at a pace measured in seconds, not iterations
 iteration to tick next, about ``TICK_SECONDS`` later. A loaded machine makes iterations slower,
 not the ticks rarer, so Ctrl-C stops a run within about a quarter of a second plus one
 iteration. The anneal is called by the host in chunks of bins sized that way
-(:func:`ppl_hais.annealing.execution.drive`), so its program holds no callback and JAX's
+(:func:`ppl_hais.annealing.program.drive`), so its program holds no callback and JAX's
 persistent cache stores it; the MCMC loops call the host from inside (:func:`pace`, one host
 callback per tick).
 
@@ -220,8 +220,12 @@ def pace(run_id, position, due, shown=None):
     per call) reaches ``due``, call the host (:func:`paced_tick`: the bar shows ``shown``,
     default ``position``; Ctrl-C stops the loop there) and return the next ``due``; before
     that, ``due`` unchanged. Start ``due`` at 0. Each concurrent loop needs its own
-    ``run_id`` (:func:`open_run`), closed by :func:`close_bar`."""
+    ``run_id`` (:func:`open_run`), closed by :func:`close_bar`; ``run_id`` None: no call
+    (a program that holds no host callback)."""
     from jax.experimental import io_callback
+
+    if run_id is None:
+        return due
 
     shown = position if shown is None else shown
     return jax.lax.cond(
