@@ -32,14 +32,16 @@ __all__ = ["compiled", "drive", "empty_loop"]
 def compiled(structure, kernel, *, num_particles):
     """The annealing scan, jitted once per target *structure* (``ppl_hais.runtime.structure``): the
     target's arrays (a model's data, a Gaussian's mean) are arguments, and so are the number of
-    temperatures (the schedule comes :func:`padded`), the pilot's adaptation switches
+    temperatures (the schedule comes
+    :func:`~ppl_hais.annealing.execution.padded`), the pilot's adaptation switches
     (``adapt_target``: −1 off; ``adapt_scale``) and the count of particles that are not padding
     (``num_valid``): a new budget, a pilot, a main run's group and the bias check's reverse
     anneal of ``num_particles`` particles all run one program
     (:data:`~ppl_hais.annealing.execution.GROUP_PARTICLES`).
 
-    The program runs the bins from ``loop.bin`` to ``until`` (:func:`~ppl_hais.annealing.scan.
-    advance`), starting the run where ``loop.bin`` is 0, and returns the loop and its output:
+    The program runs the bins from ``loop.bin`` to ``until``
+    (:func:`~ppl_hais.annealing.scan.advance`), starting the run where ``loop.bin`` is 0, and
+    returns the loop and its output:
     the host calls it again until the last bin (:func:`drive`), ticking the progress bar and
     hearing Ctrl-C in between, so the program holds no host callback and JAX's persistent
     cache stores it on every supported version (JAX 0.10 keys a callback by its address, new
@@ -89,9 +91,9 @@ def empty_loop(structure, arrays, kernel, num_particles, capacity, dim):
 def drive(call, loop, num_steps, run_id):
     """Call ``call(loop, until)`` (:func:`compiled`'s program, its other arguments bound) from
     bin 0 to the last, a chunk of bins at a time, and return its last output. Between calls the
-    host ticks the progress bar and hears Ctrl-C (:func:`~ppl_hais.runtime.progress.
-    paced_tick`, which sizes the next chunk to about ``TICK_SECONDS``; under ``jax.distributed``
-    one chunk, as every process must make the same calls)."""
+    host ticks the progress bar and hears Ctrl-C (:func:`~ppl_hais.runtime.progress.paced_tick`,
+    which sizes the next chunk to about ``TICK_SECONDS``; under ``jax.distributed`` one chunk,
+    as every process must make the same calls)."""
     last = int(scan.num_bins(num_steps))
     until = 1 if jax.process_count() == 1 else last
     while True:
