@@ -98,3 +98,22 @@ def test_every_public_name_has_an_api_page(tmp_path):
         for attr in mod.__all__:
             text = (tmp_path / f"{module}.md").read_text()
             assert f"[`{attr}`]" in text, (module, attr)
+
+
+def test_the_readme_states_the_trust_suite_page_as_it_is():
+    """README's summary of the trust suite (runs, silent misses, false alarms, the least number
+    of right runs of any model) is what its page says (docs/trust_suite.md, written by
+    ``make bench``), so a new run of the suite cannot leave the README behind."""
+    page = (README.parent / "docs" / "trust_suite.md").read_text()
+    runs, silent, false = re.search(r"(\d+) runs: (\d+) silent misses; (\d+) false alarms",
+                                    page).groups()  # fmt: skip
+    text = " ".join(README.read_text().split())
+    said = re.search(r"no silent miss and (\d+) false alarms in (\d+) runs", text)
+    assert said is not None and silent == "0" and said.groups() == (false, runs)
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
+            if line.startswith("| ") and not line.startswith("| model")]  # fmt: skip
+    header = next(line for line in page.splitlines() if line.startswith("| model"))
+    column = [c.strip() for c in header.strip("|").split("|")].index("right")
+    right = [tuple(map(int, r[column].split("/"))) for r in rows if "/" in r[column]]
+    least, seeds = re.search(r"every model right on at least (\d+) of (\d+) runs", text).groups()
+    assert (int(least), int(seeds)) == (min(k for k, _ in right), max(n for _, n in right))
