@@ -117,3 +117,6 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     right = [tuple(map(int, r[column].split("/"))) for r in rows if "/" in r[column]]
     least, seeds = re.search(r"every model right on at least (\d+) of (\d+) runs", text).groups()
     assert (int(least), int(seeds)) == (min(k for k, _ in right), max(n for _, n in right))
+    guide = " ".join((README.parent / "docs" / "guide" / "trust.md").read_text().split())
+    alarms = re.search(r"(\d+) false alarms of (\d+) right runs", guide).groups()
+    assert alarms == (false, str(sum(k for k, _ in right)))
