@@ -4,12 +4,14 @@ Before any chain runs, a call chooses its start and tunes the transition for it:
 the candidate starts (:func:`ppl_hais.starts.choose.choose_initial_counted`), the Laplace or
 variational fit where one is raced. Their random numbers come from :func:`pilot_key`, not from
 the call's key, so what they return is a function of the model, its data and the call's
-options alone. A second call on the same model structure and data (a new seed, another budget,
-another number of particles or chains) then takes it from here instead of running it again:
-the same start, the same frozen step sizes and scale, so the same estimate, to the last digit,
-as without the memory. Nothing about the estimate's honesty changes: the tuning is still a
-pilot independent of the main run's random numbers, frozen before it starts (Ẑ unbiased),
-and every check still runs on what the main run gives.
+options alone. A second call on the same model structure and data (a new seed, another
+``max_gradients``, another number of particles or chains) then takes it from here instead of
+running it again: the same start, the same frozen step sizes and scale, so the same estimate,
+to the last digit, as without the memory (where ``max_gradients`` binds, a remembered call,
+which spends nothing on its tuning, has that much more room for the ladder). Nothing about
+the estimate's honesty changes: the tuning is still a pilot independent of the main run's
+random numbers, frozen before it starts (Ẑ unbiased), and every check still runs on what the
+main run gives.
 
 The key is the model's structure (its code, as the compiled programs' caches key it) with a
 digest of its arrays (the data), the initial distribution's name and every option the tuning
