@@ -52,7 +52,7 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m slow
 
 # every benchmark, each rewriting its page of the site's benchmark section (hours on 2 cores)
-bench: $(STAMP)
+bench: $(STAMP) $(STAMP_OLDEST)
 	$(QUIET_BUILD) $(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/convergence.py --out docs
 	$(PY) benchmarks/trust.py --seeds 20 --out docs/trust.md
@@ -69,7 +69,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/natural_gradient.py --seeds 5 --out docs/natural_gradient.md
 	$(PY) benchmarks/refinement.py --seeds 3 --out docs/refinement.md
 	$(PY) benchmarks/speed.py --out docs/speed.md
-	$(PY) benchmarks/first_call.py --out docs/first_call.md
+	$(PY) benchmarks/first_call.py --python $(PY) --python $(VENV_OLDEST)/bin/python --out docs/first_call.md
 	$(PY) benchmarks/chains.py --out docs/chains.md
 	$(PY) benchmarks/reduced_flips.py --seeds 3
 	$(PY) benchmarks/exchange_demo.py

@@ -2,6 +2,7 @@
 compilation cache, and whether a new budget compiles anything.
 
     python benchmarks/first_call.py [--out docs/first_call.md] [--models regression banana ...]
+    python benchmarks/first_call.py --python .venv/bin/python --python .venv-oldest/bin/python
     python benchmarks/first_call.py --before ../old-checkout [--out FILE]   # an A/B, printed
     python benchmarks/first_call.py --before ../old-checkout --cache off [--out ...]
 
@@ -178,9 +179,9 @@ CHILD = textwrap.dedent(
 )
 
 
-def child(adapter, model, env, cwd=None):
+def child(adapter, model, env, cwd=None, python=sys.executable):
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, adapter, model, os.path.dirname(os.path.abspath(__file__))],
+        [python, "-c", CHILD, adapter, model, os.path.dirname(os.path.abspath(__file__))],
         env={**os.environ, **env},
         cwd=cwd,
         capture_output=True,
@@ -199,6 +200,10 @@ def main():
     p.add_argument("--models", nargs="*", default=MODELS,
                    help=f"{', '.join(OWN)}, or part of a trust-suite model's name "
                         "(benchmarks/trust_suite.py: funnel, two-mode, banana, ...)")
+    p.add_argument("--python", action="append", default=None,
+                   help="an interpreter (a virtual environment's python) whose stack is "
+                        "measured; several side by side, each model in turn (default: this "
+                        "one)")  # fmt: skip
     p.add_argument("--before", default=None,
                    help="a checkout of an earlier commit: compare its warm-cache first calls "
                         "with this one's, alternating, instead of the full table")  # fmt: skip
@@ -211,21 +216,22 @@ def main():
     if args.before:
         return compare(args)
     rows, smc = [], {}
+    stacks = {python: stack(python) for python in args.python or [sys.executable]}
     for model in args.models:
-        t = child("smc", model, {})
-        smc[model] = (t["smc first"], t["smc warm"])
-        print(model, "pm.sample_smc", smc[model], flush=True)
-        for adapter in ("numpyro", "pymc"):
-            with tempfile.TemporaryDirectory() as cache:
-                on = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache}
-                states = [
-                    ("off", child(adapter, model, {"PPL_HAIS_COMPILATION_CACHE": "0"})),
-                    ("cold", child(adapter, model, on)),
-                    ("warm", child(adapter, model, on)),
-                ]
-            for state, t in states:
-                rows.append((model, adapter, state, t))
-                print(model, adapter, state, {k: round(v, 2) for k, v in t.items()}, flush=True)
+        for python, label in stacks.items():
+            t = child("smc", model, {}, python=python)
+            smc[label, model] = (t["smc first"], t["smc warm"])
+            print(label, model, "pm.sample_smc", smc[label, model], flush=True)
+            for adapter in ("numpyro", "pymc"):
+                with tempfile.TemporaryDirectory() as cache:
+                    on = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache}
+                    off = {"PPL_HAIS_COMPILATION_CACHE": "0"}
+                    states = [(state, child(adapter, model, env, python=python))
+                              for state, env in (("off", off), ("cold", on), ("warm", on))]
+                for state, t in states:
+                    rows.append((label, model, adapter, state, t))
+                    print(label, model, adapter, state, {k: round(v, 2) for k, v in t.items()},
+                          flush=True)  # fmt: skip
     lines = [
         "# First calls: compilation paid once per machine",
         "",
@@ -238,16 +244,16 @@ def main():
         "particles (NumPyro) or PyMC's `draws=1000` over 250 temperatures; `initial=\"auto\"`, "
         '`bias_check="auto"`).',
         "",
-        "| model | adapter | cache | first call | of which trace / lower / compile or read "
-        "| warm call | new budget (3000 temperatures) "
+        "| stack | model | adapter | cache | first call | of which trace / lower / compile or "
+        "read | warm call | new budget (3000 temperatures) "
         "| pm.sample_smc first | pm.sample_smc warm | first call / sample_smc first |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for model, adapter, state, t in rows:
+    for label, model, adapter, state, t in rows:
         f = lambda k, t=t: f"{t[k]:.2f}" if k in t else ""  # noqa: E731
-        s_first, s_warm = smc.get(model, (float("nan"), float("nan")))
+        s_first, s_warm = smc[label, model]
         lines.append(
-            f"| {model} | {adapter} | {state} | {f('first')} "
+            f"| {label} | {model} | {adapter} | {state} | {f('first')} "
             f"| {f('first trace')} / {f('first lower')} / {f('first compile')} "
             f"| {f('warm')} | {f('new budget')} "
             f"| {s_first:.2f} | {s_warm:.2f} | {t['first'] / s_first:.2f} |"
@@ -261,17 +267,35 @@ def main():
         "adapter's and the workflow's own host work (resampling, constraining the draws, the "
         "checks). Warm-cache rows (a second process).",
         "",
-        "| model | adapter | call | total | " + " | ".join(phases) + " | rest |",
-        "|---|---|---|---|" + "---|" * (len(phases) + 1),
+        "| stack | model | adapter | call | total | " + " | ".join(phases) + " | rest |",
+        "|---|---|---|---|---|" + "---|" * (len(phases) + 1),
     ]
-    for model, adapter, state, t in rows:
+    for label, model, adapter, state, t in rows:
         if state != "warm":
             continue
         for call in ("first", "warm"):
             parts = [t.get(f"{call}: {p}", 0.0) for p in phases]
             cells = " | ".join(f"{v:.2f}" for v in parts)
-            lines.append(f"| {model} | {adapter} | {call} | {t[call]:.2f} | {cells} | "
+            lines.append(f"| {label} | {model} | {adapter} | {call} | {t[call]:.2f} | {cells} | "
                          f"{t[call] - sum(parts):.2f} |")
+    cold = {(r[0], r[1], r[2]): r[4] for r in rows if r[3] == "cold"}
+    lines += [
+        "",
+        "The same rows as ratios: a second process's first call (warm cache) over the first "
+        "process's (cold cache); how many times faster than `pm.sample_smc`'s warm call a warm "
+        "call is (the warm-cache process's); a cold first call over `pm.sample_smc`'s first.",
+        "",
+        "| stack | model | adapter | second process / first process | warm call: × faster "
+        "than pm.sample_smc | cold first call / pm.sample_smc first |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, model, adapter, state, t in rows:
+        if state != "warm":
+            continue
+        first = cold[label, model, adapter]["first"]
+        s_first, s_warm = smc[label, model]
+        lines.append(f"| {label} | {model} | {adapter} | {t['first'] / first:.2f} "
+                     f"| {s_warm / t['warm']:.1f} | {first / s_first:.2f} |")
     lines += [
         "",
         "The first call without the cache is tracing + compiling + running; with a warm cache "
@@ -285,6 +309,14 @@ def main():
         "rest of the first call is running (pilots, Laplace fit, main run, checks) and Python.",
     ]
     _machine.write(args.out, lines)
+
+
+def stack(python):
+    """A short label of an interpreter's stack: Python, JAX and PyMC versions."""
+    code = ("import sys, jax, pymc; v = sys.version_info; "
+            "print(f'Python {v.major}.{v.minor}, JAX {jax.__version__}, PyMC {pymc.__version__}')")
+    return subprocess.run([python, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
 
 
 def compare(args):
