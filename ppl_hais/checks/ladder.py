@@ -172,7 +172,7 @@ def settled(rung) -> bool:
     0.04), a 30-D Student-t 0.21 low (gap 0.11 ± 0.08). A check whose reverse estimate lies
     *below* beyond its noise (:func:`~ppl_hais.diagnostics.bias_below`) bounds nothing and is
     inconclusive too: on a non-centered horseshoe regression it was 284 nats under, and the
-    rung 0.40 nat low; on centered eight schools 1.0 ± 0.3 under, the rung 0.10 high."""
+    rung 0.40 nat low."""
     if rung.checks:
         return False
     gap, se = rung.bias_gap, rung.bias_gap_se
