@@ -69,6 +69,7 @@ bench: $(STAMP) $(STAMP_OLDEST)
 	$(PY) benchmarks/natural_gradient.py --seeds 5 --out docs/natural_gradient.md
 	$(PY) benchmarks/refinement.py --seeds 3 --out docs/refinement.md
 	$(PY) benchmarks/speed.py --out docs/speed.md
+	$(PY) benchmarks/speed.py --over-dim --out docs/cost_over_dim.md
 	$(PY) benchmarks/first_call.py --python $(PY) --python $(VENV_OLDEST)/bin/python --out docs/first_call.md
 	$(PY) benchmarks/chains.py --out docs/chains.md
 	$(PY) benchmarks/reduced_flips.py --seeds 3

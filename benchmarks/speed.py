@@ -1,20 +1,29 @@
 """Speed against the limit: one HAIS step vs one vmap(value_and_grad) of the same density
-plus the random numbers a step needs.
+plus the random numbers a step needs; and whole calls over the dimension.
 
     python benchmarks/speed.py [--rounds 5] [--out docs/speed.md]
+    python benchmarks/speed.py --over-dim [--dims 10,50,200,500,1000] [--out docs/cost_over_dim.md]
 
 All run inside a jitted lax.scan of the same length on the same (P, D) batch, warm (compile
 excluded), alternating rounds; the median of the rounds is reported. The limit of a step is
 one vmap(value_and_grad) plus the step's draws (D normals and one uniform per particle, by the
 same generator and per-step keys the annealer uses). Also times the paper's headline
 configuration (36-D POE, N = 100,000 temperatures, 200 particles) against 10⁵ limits.
+
+``--over-dim``: a conjugate linear regression with D coefficients, 2D data and a known noise
+scale (its posterior exactly Gaussian, so a Laplace start is exact; its evidence in closed
+form), through ``phn.HAIS`` defaults: a first call, then warm calls with new seeds, each
+against its bare limit, the gradients the call spent as one ``vmap(value_and_grad)`` of the
+same density over 512 particles in a jitted scan: how the cost of a call grows with D.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import statistics
 import time
+import warnings
 
 import _machine
 import jax
@@ -37,9 +46,16 @@ from ppl_hais.runtime.structure import split
 ph.enable_x64()
 
 
+def _log_density(target):
+    """The target's density: its own, or prior × likelihood."""
+    if target.log_density is not None:
+        return target.log_density
+    return lambda z: target.initial.log_prob(z) + target.log_likelihood(z)
+
+
 def time_gradient(target, num_particles, num_steps):
     z0 = target.initial.sample(jax.random.key(0), num_particles)
-    vg = jax.vmap(jax.value_and_grad(target.log_density))
+    vg = jax.vmap(jax.value_and_grad(_log_density(target)))
 
     @jax.jit
     def run(z):
@@ -64,13 +80,7 @@ def time_limit(target, num_particles, num_steps):
     D normals (the momentum refresh) and one uniform (the Metropolis test) per particle."""
     z0 = target.initial.sample(jax.random.key(0), num_particles)
     dim = z0.shape[1]
-
-    def log_density(z):  # the target's, or prior × likelihood
-        if target.log_density is not None:
-            return target.log_density(z)
-        return target.initial.log_prob(z) + target.log_likelihood(z)
-
-    vg = jax.vmap(jax.value_and_grad(log_density))
+    vg = jax.vmap(jax.value_and_grad(_log_density(target)))
 
     @jax.jit
     def run(z, key):
@@ -128,13 +138,111 @@ def time_hais_groups(target, num_particles, num_steps, kernel):
     return timed
 
 
+NOISE = 0.5  # the conjugate regression's known noise scale
+
+
+def conjugate_regression(dim: int):
+    """(X, y, exact log evidence): w ~ N(0, I_D), y = X w + N(0, NOISE²) with 2D data,
+    X's entries N(0, 1/D); the evidence is N(y; 0, X Xᵀ + NOISE² I)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(dim)
+    x = rng.normal(size=(2 * dim, dim)) / np.sqrt(dim)
+    y = x @ rng.normal(size=dim) + NOISE * rng.normal(size=2 * dim)
+    cov = x @ x.T + NOISE**2 * np.eye(2 * dim)
+    return x, y, float(stats.multivariate_normal(np.zeros(2 * dim), cov).logpdf(y))
+
+
+def regression_model(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([x.shape[1]]).to_event(1))
+    numpyro.sample("y", dist.Normal(x @ w, NOISE), obs=y)
+
+
+def one_call(seed, x, y, exact):
+    """A default ``phn.HAIS`` call: (seconds, error, SE, warned, gradients, temperatures of
+    each rung, the start, the target)."""
+    from ppl_hais.adapters import numpyro as phn
+
+    t = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ph.EvidenceWarning)
+        hais = phn.HAIS(regression_model, progress_bar=False)
+        hais.run(jax.random.key(seed), jnp.asarray(x), jnp.asarray(y))
+    wall = time.perf_counter() - t
+    ev = hais.evidence
+    warned = any(issubclass(w.category, ph.EvidenceWarning) for w in caught)
+    rungs = "+".join(str(r.num_steps) for r in ev.trajectory)
+    return (wall, hais.log_evidence - exact, hais.log_evidence_se, warned, ev.gradients, rungs,
+            ev.initial, ev.target)  # fmt: skip
+
+
+def over_dim(dims, warm_calls, out):
+    """Whole default calls on the conjugate regression against their bare limits, by D."""
+    rows = []
+    for dim in dims:
+        x, y, exact = conjugate_regression(dim)
+        calls = [one_call(seed, x, y, exact) for seed in range(1 + warm_calls)]
+        warm = calls[1:]
+        wall = statistics.median(c[0] for c in warm)
+        grads = statistics.median(c[4] for c in warm)
+        steps = max(int(round(grads / 512)), 1)
+        bare = time_gradient(warm[0][7], 512, steps)() * steps
+        rows.append((dim, calls[0][0], calls[0][4], wall, grads, bare, calls))
+        print(rows[-1][:6], [c[1:7] for c in calls], flush=True)
+    date = datetime.date.today().isoformat()
+    lines = [
+        "# The cost of a call over the dimension",
+        "",
+        f"Command: `python benchmarks/speed.py --over-dim --dims {','.join(map(str, dims))} "
+        f"--warm-calls {warm_calls}`  ",
+        f"Machine: {_machine.describe()}; {date}.",
+        "",
+        "A conjugate linear regression with D coefficients (w ~ N(0, I)), 2D data and a known "
+        f"noise scale ({NOISE}): its posterior is exactly Gaussian, so a Laplace start is "
+        "exact, and its log evidence is N(y; 0, X Xᵀ + σ² I). Each row is one D, in one "
+        "process: the first call of `phn.HAIS(model).run(key, X, y)` with its defaults (512 particles, the "
+        f"ladder, `initial=\"auto\"`), then {warm_calls} warm calls with new seeds (which "
+        "remember the first call's start and tuning). The *bare limit* is the warm calls' "
+        "median gradients spent as one `vmap(value_and_grad)` of the same density over 512 "
+        "particles in a jitted `lax.scan` (warm): what those gradients cost with nothing "
+        "around them.",
+        "",
+        "| D | first call (s) | its gradients | warm call (s, median) | its gradients "
+        "| bare limit (s) | warm / bare | rungs (temperatures) | start | errors (nats) "
+        "| SEs | warned |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for dim, first, first_grads, wall, grads, bare, calls in rows:
+        errors = ", ".join(f"{c[1]:+.3f}" for c in calls)
+        ses = ", ".join(f"{c[2]:.3f}" for c in calls)
+        rungs = ", ".join(dict.fromkeys(c[5] for c in calls))
+        lines.append(
+            f"| {dim} | {first:.2f} | {first_grads / 1e6:.2f} M | {wall:.2f} | "
+            f"{grads / 1e6:.2f} M | {bare:.2f} | {wall / bare:.2f} | {rungs} | "
+            f"{calls[0][6]} | {errors} | {ses} | {sum(c[3] for c in calls)}/{len(calls)} |"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        _machine.write(out, text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=5000)
     ap.add_argument("--particles", default="200,1000")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--over-dim", action="store_true", help="whole calls over D (docstring)")
+    ap.add_argument("--dims", default="10,50,200,500,1000")
+    ap.add_argument("--warm-calls", type=int, default=2)
     args = ap.parse_args()
+    if args.over_dim:
+        over_dim([int(d) for d in args.dims.split(",")], args.warm_calls, args.out)
+        return
     rows = []
     for expert in ["laplace", "student"]:
         case = ex.product_of_experts(expert, dim=36)

@@ -584,6 +584,7 @@ def report(args):
         x = rows[-1]
         print(f"{adapter} {name}: err {x['err']:+.3f}±{x['sd']:.3f} right {x['right']} warned "
               f"{x['warned']} false {x['false']} silent {x['silent']} covered {x['covered']} "
+              f"2SE {x['cover2']} beyond {x['beyond']} "
               f"{x['grads'] / 1e6:.2f} M {x['wall']:.1f} s [{x['checks']}]", flush=True)
     write(args, rows)
 
@@ -604,6 +605,9 @@ def summarize(name, adapter, runs, seeds):
     covered = np.where(err < 0, -err <= short + 0.1, err <= up + 0.1)
     unbounded = np.isinf(short) & ww & (err < 0)
     gaps = np.array([r["gap"] for r in runs])
+    quiet = ~warned  # what the error bar promises where nothing was raised
+    inside = np.abs(err) <= 2 * se
+    beyond = np.abs(err) > 2 * se + 0.02
     # the last rung's forward estimate: the call's estimate unless it is the bridge of the
     # forward and the bias check's reverse anneals (a last rung that still failed a check)
     fwd = np.array([r.get("forward", np.nan) - r["log_z"] + r["err"] for r in runs])
@@ -616,6 +620,9 @@ def summarize(name, adapter, runs, seeds):
              if np.isfinite(gaps).any() else "— (0)"),
         right=int(right.sum()), warned=int(warned.sum()), false=int(np.sum(right & warned)),
         silent=int(np.sum(miss & ~warned)),
+        cover2=f"{int(np.sum(inside & quiet))}/{int(quiet.sum())}",
+        cover2_frac=float(np.sum(inside & quiet) / max(int(quiet.sum()), 1)),
+        beyond=int(np.sum(beyond & quiet)),
         covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}" + (
             f" ({int(np.sum(unbounded))} unbounded)" if unbounded.any() else ""),
         checks=", ".join(sorted({c for r in runs for c in r["checks"]})) or "—",
@@ -655,32 +662,34 @@ def write(args, rows):
         f"`python benchmarks/trust_suite.py {shlex.join(sys.argv[1:])}` · {_machine.describe()} · "
         f"{time.strftime('%Y-%m-%d')} · {what}; keys {700 + args.first_seed} and up.",
         "",
-        "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > 3 SE "
-        "+ 0.05 without a warning; *gap*: median bias-check gap (reverse − forward) where it "
+        "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > 3 SE +"
+        " 0.05 without a warning; *±2 SE covers*: the unwarned runs whose error is within two of "
+        "their own SEs, of all unwarned runs; *beyond 2 SE + 0.02*: unwarned runs whose error "
+        "exceeds two SEs and 0.02 nat; *gap*: median bias-check gap (reverse − forward) where it "
         "ran (in brackets: the runs whose last rung it checked); *stated gap covers*: wrong, "
         "warned runs whose error the warning's figure covers, + 0.1 nat: a low run's by the "
         "stated shortfall (*unbounded*: runs whose shortfall is stated as inf, "
         "`ladder.unsizable`), a high run's by the stated excess (how far too high its largest "
-        "weights may have lifted it, `estimators.excess`); "
-        "*bridged · forward right*: the runs whose estimate is the bridge of the last rung's "
-        "forward anneal and its bias check's reverse anneal (Bennett's acceptance ratio, "
-        "`Evidence.bridged`: a last rung that still fails a check and whose bias check ran), "
-        "and the runs whose last rung's forward estimate alone is within 0.1 nat; "
-        "*starts*: the start each call's `initial='auto'` chose (ppl_hais.starts: "
-        "`laplace_t`, Student-t marginals along the Laplace axes with the tails read there); "
-        "*gradients*: mean per call, everything counted; *time*: median of the calls after the "
-        "first (the first compiles).",
+        "weights may have lifted it, `estimators.excess`); *bridged · forward right*: the runs "
+        "whose estimate is the bridge of the last rung's forward anneal and its bias check's "
+        "reverse anneal (Bennett's acceptance ratio, `Evidence.bridged`: a last rung that still "
+        "fails a check and whose bias check ran), and the runs whose last rung's forward estimate"
+        " alone is within 0.1 nat; *starts*: the start each call's `initial='auto'` chose "
+        "(ppl_hais.starts: `laplace_t`, Student-t marginals along the Laplace axes with the tails"
+        " read there); *gradients*: mean per call, everything counted; *time*: median of the "
+        "calls after the first (the first compiles).",
         "",
         "| model | adapter | mean error (sd) | median SE | median gap | right | warned | false "
-        "alarms | silent | stated gap covers | bridged · forward right | checks that fired "
-        "| starts | gradients | time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "alarms | silent | ±2 SE covers | beyond 2 SE + 0.02 | stated gap covers "
+        "| bridged · forward right | checks that fired | starts | gradients | time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['adapter']} | {r['err']:+.3f} ({r['sd']:.3f}) | {r['se']:.3f} "
             f"| {r['gap']} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
-            f"{r['silent']} | {r['covered']} | {r.get('bennett', '')} | {r['checks']} | "
+            f"{r['silent']} | {r['cover2']} | {r['beyond']} | {r['covered']} | "
+            f"{r.get('bennett', '')} | {r['checks']} | "
             f"{r.get('starts', '')} | {r['grads'] / 1e6:.2f} M | "
             f"{r['wall']:.2f} s |"
         )
@@ -689,7 +698,9 @@ def write(args, rows):
     lines += [
         "",
         f"{sum(r['n'] for r in rows)} runs: {sum(r['silent'] for r in rows)} silent misses; "
-        f"{false} false alarms of {right} right runs ({false / max(right, 1):.1%}).",
+        f"{false} false alarms of {right} right runs ({false / max(right, 1):.1%}); "
+        f"{sum(r['beyond'] for r in rows)} unwarned runs beyond 2 SE + 0.02; ±2 SE covers "
+        f"{min(r['cover2_frac'] for r in rows):.0%} of a row's unwarned runs at the least.",
     ]
     _machine.write(args.out, lines)
 

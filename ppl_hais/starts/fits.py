@@ -26,14 +26,14 @@ from ..mcmc.fast_random import host_key
 from ..model.density import ModelDensity
 from ..model.tails import read_tails, tail_start
 from ..model.target import AnnealingTarget, Gaussian
-from .laplace import laplace_fit
+from .laplace import inflation, laplace_fit
 from .vi import fit_vi
 
 __all__ = ["prior_target", "laplace_target", "laplace_t_target", "vi_target"]
 
 VI_FULL_RANK_UP_TO = 100  # coordinates; a diagonal Gaussian above
 STUDENT_T_DF = 3.0
-SCALE_INFLATION = 1.2  # as the Laplace start's: fits are narrower than the posterior
+SCALE_INFLATION = 1.2  # the Student-t starts' widening (the Gaussian fits': laplace.inflation)
 
 _LAPLACE_RESTARTS = 8  # prior draws the mode search also starts from (modes: laplace.py)
 
@@ -86,7 +86,8 @@ def prior_target(model: ModelDensity) -> AnnealingTarget:
 
 
 def laplace_target(model: ModelDensity) -> AnnealingTarget:
-    """Anneal N(mode, 1.2² H⁻¹) → prior × likelihood; the mode is searched from zeros and a few
+    """Anneal N(mode, s² H⁻¹) → prior × likelihood, widened by s =
+    :func:`~ppl_hais.starts.laplace.inflation`; the mode is searched from zeros and a few
     prior draws (a fixed key, so the fit, and the compiled target, are the same every call).
     Raises ValueError when no finite mode or no positive-definite Hessian is found."""
 
@@ -117,7 +118,7 @@ def laplace_t_target(model: ModelDensity) -> AnnealingTarget:
         if not isinstance(fit, Gaussian):  # a GaussianMixture: its heaviest component
             k = int(np.argmax(fit.weights))
             fit = Gaussian(fit.means[k], scale_tril=fit.scale_trils[k])
-        reading = read_tails(laplace.log_density, fit, SCALE_INFLATION)
+        reading = read_tails(laplace.log_density, fit, inflation(model.dim))  # its own curvature
         model_cache(model)["laplace_t_gradients"] = 4 * model.dim + 1  # the tail probe
         model_cache(model)["laplace_t_fit"] = reading  # the tails read: which starts are too light
         start = tail_start(reading, SCALE_INFLATION)
@@ -133,14 +134,15 @@ def _fit_start(model):
     if laplace is not None and isinstance(laplace.initial, Gaussian):
         g = laplace.initial
         tril = g.scale_tril if g.scale_tril is not None else np.diag(g.scale)
-        return np.asarray(g.mean), np.asarray(tril) / SCALE_INFLATION
+        return np.asarray(g.mean), np.asarray(tril) / inflation(model.dim)
     return np.zeros(model.dim), np.eye(model.dim)
 
 
 def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
     """Anneal from a natural-gradient variational fit (:func:`ppl_hais.vi.fit_vi`) →
     prior × likelihood: ``family="gaussian"`` (full rank up to 100 coordinates, diagonal
-    above) or ``"student_t"`` (ν = 3, fitted from the Gaussian fit). Widened by 1.2. Raises
+    above), widened as the Laplace start is (:func:`~ppl_hais.starts.laplace.inflation`), or
+    ``"student_t"`` (ν = 3, fitted from the Gaussian fit), widened by 1.2. Raises
     :class:`~ppl_hais.vi.VIError` when the fit's ELBO is not finite."""
 
     def build():
@@ -151,13 +153,13 @@ def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
             tril = gaussian.scale_tril if gaussian.scale_tril is not None else np.diag(
                 gaussian.scale
             )
-            fit = fit_vi(key, log_joint, gaussian.mean, tril / SCALE_INFLATION,
+            fit = fit_vi(key, log_joint, gaussian.mean, tril / inflation(model.dim),
                          family="student_t", df=STUDENT_T_DF, scale_inflation=SCALE_INFLATION)
         else:
             mean, tril = _fit_start(model)
             fam = "gaussian" if model.dim <= VI_FULL_RANK_UP_TO else "diagonal"
             fit = fit_vi(key, log_joint, mean, tril, family=fam,
-                         scale_inflation=SCALE_INFLATION)  # fmt: skip
+                         scale_inflation=inflation(model.dim))  # fmt: skip
         model_cache(model)[f"{name}_gradients"] = fit.gradients
         model_cache(model)[f"{name}_fit"] = fit
         return AnnealingTarget(initial=fit.distribution, log_density=log_joint)

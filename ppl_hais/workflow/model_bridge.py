@@ -38,7 +38,7 @@ from ..estimate.bias import reverse_anneal
 from ..model.density import improper_note
 from ..model.target import Gaussian
 from ..starts.fits import bound_method, laplace_target
-from ..starts.laplace import SCALE_INFLATION
+from ..starts.laplace import inflation
 from .evidence import evidence
 
 __all__ = ["NUM_REVERSE", "bridge_evidence"]
@@ -103,7 +103,7 @@ def _modes(model, draws, log_z) -> ModeCheck | None:
         means, trils = fit.mean[None], fit.scale_tril[None]
     else:
         means, trils = fit.means, fit.scale_trils
-    trils = np.asarray(trils) / SCALE_INFLATION  # the fit's own curvature
+    trils = np.asarray(trils) / inflation(model.dim)  # the fit's own curvature
     log_joint = bound_method(model, "log_joint")
     log_masses = [float(log_joint(jax.numpy.asarray(m))) + np.sum(np.log(np.abs(np.diag(t))))
                   + 0.5 * len(m) * np.log(2 * np.pi) for m, t in zip(means, trils, strict=True)]
