@@ -203,12 +203,12 @@ def over_dim(dims, warm_calls, out):
         "A conjugate linear regression with D coefficients (w ~ N(0, I)), 2D data and a known "
         f"noise scale ({NOISE}): its posterior is exactly Gaussian, so a Laplace start is "
         "exact, and its log evidence is N(y; 0, X Xᵀ + σ² I). Each row is one D, in one "
-        "process: the first call of `phn.HAIS(model).run(key, X, y)` with its defaults (512 particles, the "
-        f"ladder, `initial=\"auto\"`), then {warm_calls} warm calls with new seeds (which "
-        "remember the first call's start and tuning). The *bare limit* is the warm calls' "
-        "median gradients spent as one `vmap(value_and_grad)` of the same density over 512 "
-        "particles in a jitted `lax.scan` (warm): what those gradients cost with nothing "
-        "around them.",
+        "process: the first call of `phn.HAIS(model).run(key, X, y)` with its defaults "
+        '(512 particles, the ladder, `initial="auto"`), then '
+        f"{warm_calls} warm calls with new seeds (which remember the first call's start and "
+        "tuning). The *bare limit* is the warm calls' median gradients spent as one "
+        "`vmap(value_and_grad)` of the same density over 512 particles in a jitted "
+        "`lax.scan` (warm): what those gradients cost with nothing around them.",
         "",
         "| D | first call (s) | its gradients | warm call (s, median) | its gradients "
         "| bare limit (s) | warm / bare | rungs (temperatures) | start | errors (nats) "

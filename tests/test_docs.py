@@ -3,6 +3,7 @@ pages are executed by `make docs`)."""
 
 import doctest
 import importlib
+import math
 import pkgutil
 import re
 from pathlib import Path
@@ -98,6 +99,21 @@ def test_every_public_name_has_an_api_page(tmp_path):
         for attr in mod.__all__:
             text = (tmp_path / f"{module}.md").read_text()
             assert f"[`{attr}`]" in text, (module, attr)
+
+
+def test_the_readme_states_the_cost_over_dimension_page_as_it_is():
+    """README's bound on a warm call's cost over its bare gradients (50 coefficients and up) is
+    the page's largest ratio rounded up (docs/cost_over_dim.md, written by ``make bench``)."""
+    page = (README.parent / "docs" / "cost_over_dim.md").read_text()
+    header = next(line for line in page.splitlines() if line.startswith("| D "))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
+            if re.match(r"\| \d", line)]  # fmt: skip
+    ratios = [float(r[names.index("warm / bare")]) for r in rows if int(r[0]) >= 50]
+    assert {int(r[0]) for r in rows} >= {200, 500, 1000}
+    text = " ".join(README.read_text().split())
+    said = re.search(r"of 50 to 1000 coefficients costs at most ([\d.]+)×", text)
+    assert said is not None and float(said.group(1)) == math.ceil(max(ratios) * 10) / 10
 
 
 def test_the_readme_states_the_trust_suite_page_as_it_is():

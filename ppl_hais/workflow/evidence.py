@@ -106,7 +106,9 @@ class Evidence:
         """Nats the estimate may be too low by what the ladder's trajectory shows (its last
         moves, the bias check's gap; :func:`ppl_hais.ladder.shortfall`, about the bridge where
         it is one: :func:`ppl_hais.ladder.bridge_figures`); NaN without a trajectory, 0 when
-        neither shows one, inf when what is missing cannot be sized."""
+        neither shows one, inf when what is missing cannot be sized. Stated by the ``converged``
+        warning, or, on a call without a warning, inside the error bar: ``log_z_se`` is then
+        at least half of it."""
         if not self.trajectory:
             return float("nan")
         if self.bridged:
@@ -221,7 +223,9 @@ def evidence(
     (one whose weights pass, or after which the budget allows no other). Not run for models
     with discrete coordinates or with a reverse run of their own (``bidirectional``). Where
     the last rung passes every check and its bias check's reverse estimate lies above it, the
-    SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above.
+    SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above. A
+    call without a warning has an SE of at least half its ``shortfall`` (what its trajectory
+    says may be missing), so that its ±2 SE reaches it.
 
     ``remember`` (the adapters' default): the start's pilots draw from a fixed key, so the
     start and its tuning are a function of the model, its data and the options, kept for the
@@ -375,7 +379,9 @@ def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
     """(the forward estimate where a bridge replaced it, else NaN; log Ẑ; its variance; the
     checks) from the last rung: a last rung still failing with both directions is bridged; one
     that passed with its reverse estimate above widens the SE by the gap (log Z may lie up to
-    the gap above); the ladder states what may remain."""
+    the gap above); the ladder states what may remain. An answer without a warning has an SE of
+    at least half its shortfall, so that its ±2 SE reaches it: a shortfall is either stated by
+    a warning or inside the error bar."""
     forward, bridge, last = float("nan"), None, trajectory[-1]
     if ladder and last.checks and np.isfinite(last.bridge):
         forward, bridge, log_z = float(log_z), last.bridge, last.bridge
@@ -386,4 +392,9 @@ def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
         var = var + last.bias_gap**2
     if ladder:
         checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
+    if not checks:  # unwarned: the error bar reaches what the trajectory says may be missing
+        short = (_ladder.shortfall(trajectory) if bridge is None
+                 else _ladder.bridge_figures(trajectory, log_z)[0])  # fmt: skip
+        if np.isfinite(short):
+            var = max(var, (short / 2) ** 2)
     return forward, log_z, var, checks
