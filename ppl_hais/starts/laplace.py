@@ -64,8 +64,8 @@ def inflation(dim: int) -> float:
     log importance weights have variance D (1 − s²)² / 2, which grows with D at a fixed s. At
     1.2 that is 0.97 nat² in 10 coordinates and 48 in 500, where the exact start of a conjugate
     regression (its Laplace fit exact) failed its first rung's k̂ check and sent the ladder to
-    4× the temperatures. Shrinking s − 1 as 1/√D holds the variance at its 10-coordinate
-    value: 1.089 at 50 coordinates, 1.028 at 500, 1.020 at 1000
+    4× the temperatures. Shrinking s − 1 as 1/√D holds the variance near its 10-coordinate
+    value (0.8–1.0 nat² at any D): 1.089 at 50 coordinates, 1.028 at 500, 1.020 at 1000
     (``python benchmarks/speed.py --over-dim``).
 
     >>> from ppl_hais.starts.laplace import inflation
