@@ -29,9 +29,10 @@ Student-t, funnels, a Laplace; no threshold was chosen on them) through the same
 ``--models ppl`` six two-parameter models written with each PPL's own distributions (a Bayesian
 lasso, Poisson and near-separable logistic regressions, Student-t and Cauchy location-scale
 models, a label-switching mixture), exact by quadrature. ``make bench`` writes the default
-suite's page:
+suite's page, BlackJAX's rows beside ours:
 
-    python benchmarks/trust_suite.py --seeds 20 --out docs/trust_suite.md
+    python benchmarks/trust_suite.py --seeds 20 --adapters numpyro,pymc,blackjax,blackjax-long \
+        --out docs/trust_suite.md
     python benchmarks/trust_suite.py --models heldout --seeds 10 --first-seed 100
     python benchmarks/trust_suite.py --models ppl --seeds 10 --first-seed 200
 """
@@ -635,13 +636,15 @@ def summarize(name, adapter, runs, seeds):
 
 def write(args, rows):
     smc = all(a in SMC_SETTINGS for a in args.adapters)
-    what = (
+    peers = (
         "BlackJAX's adaptive tempered SMC on the same log prior and likelihood (HMC with 10 "
         "leapfrog steps of 0.1, target ESS ½, systematic resampling; `blackjax`: 1000 particles "
         "and 5 HMC steps per tempering step, docs/evidence_peers.md's settings; `blackjax-long`: "
         "2000 and 25, 10× the work per tempering step); it gives no SE and no warning, so every "
-        "run off by more than 0.05 counts as silent; the rows of our default calls are in "
-        "docs/trust_suite.md"
+        "run off by more than 0.05 counts as silent"
+    )
+    what = (
+        peers + "; the rows of our default calls are in docs/trust_suite.md"
         if smc
         else "`phn.HAIS(model, num_chains=…).run(key, …)` and `php.sample_hais(chains=…, "
         f"random_seed=…)`, defaults otherwise (512 particles, initial={args.initial!r}, "
@@ -649,6 +652,7 @@ def write(args, rows):
         + (f"num_steps={args.num_steps} (a fixed budget: one run, no ladder)"
            if args.num_steps else "the convergence ladder within the default `max_gradients`")
         + ", bias_check='auto')"
+        + (f"; beside them, {peers}" if any(a in SMC_SETTINGS for a in args.adapters) else "")
     )
     lines = [
         {"suite": "# The trust suite: hard-but-ordinary models",
@@ -693,16 +697,57 @@ def write(args, rows):
             f"{r.get('starts', '')} | {r['grads'] / 1e6:.2f} M | "
             f"{r['wall']:.2f} s |"
         )
-    right = sum(r["right"] for r in rows)
-    false = sum(r["false"] for r in rows)
+    own = [r for r in rows if r["adapter"] not in SMC_SETTINGS] or rows  # the totals: ours
+    right = sum(r["right"] for r in own)
+    false = sum(r["false"] for r in own)
     lines += [
         "",
-        f"{sum(r['n'] for r in rows)} runs: {sum(r['silent'] for r in rows)} silent misses; "
+        f"{sum(r['n'] for r in own)} runs: {sum(r['silent'] for r in own)} silent misses; "
         f"{false} false alarms of {right} right runs ({false / max(right, 1):.1%}); "
-        f"{sum(r['beyond'] for r in rows)} unwarned runs beyond 2 SE + 0.02; ±2 SE covers "
-        f"{min(r['cover2_frac'] for r in rows):.0%} of a row's unwarned runs at the least.",
+        f"{sum(r['beyond'] for r in own)} unwarned runs beyond 2 SE + 0.02; ±2 SE covers "
+        f"{min(r['cover2_frac'] for r in own):.0%} of a row's unwarned runs at the least"
+        + (" (our adapters' rows; BlackJAX's below)." if own is not rows else "."),
     ]
+    lines += _beside_peers(rows)
     _machine.write(args.out, lines)
+
+
+def _beside_peers(rows):
+    """Where one run holds our adapters' rows and BlackJAX's: per model, each estimator's
+    right runs, rms error and mean gradients, and ours over BlackJAX's, as ratios."""
+    ours = [r for r in rows if r["adapter"] not in SMC_SETTINGS]
+    peers = [r for r in rows if r["adapter"] in SMC_SETTINGS]
+    if not ours or not peers:
+        return []
+    names = [a for a in dict.fromkeys(r["adapter"] for r in rows)]
+    cell = {(r["name"], r["adapter"]): r for r in rows}
+    lines = [
+        "",
+        "Beside BlackJAX, in this run: per model, each estimator's right runs, rms error and "
+        "mean gradients per call; then each of our adapters' gradients over each BlackJAX "
+        "setting's (*ratio*, marked † where that setting was right on fewer than 90% of "
+        "runs: a ratio against an estimate that is not right compares nothing).",
+        "",
+        "| model | " + " | ".join(names)
+        + " | " + " | ".join(f"{a} / {p}" for a in dict.fromkeys(r["adapter"] for r in ours)
+                             for p in dict.fromkeys(r["adapter"] for r in peers)) + " |",
+    ]  # fmt: skip
+    lines.append("|---" * (lines[-1].count("|") - 1) + "|")
+    for model in dict.fromkeys(r["name"] for r in rows):
+        got = [cell.get((model, a)) for a in names]
+        parts = ["—" if r is None else
+                 f"{r['right']}/{r['n']} right, rms {math.hypot(r['err'], r['sd']):.3f}, "
+                 f"{r['grads'] / 1e6:.2f} M" for r in got]  # fmt: skip
+        for a in dict.fromkeys(r["adapter"] for r in ours):
+            for p in dict.fromkeys(r["adapter"] for r in peers):
+                x, y = cell.get((model, a)), cell.get((model, p))
+                if x is None or y is None:
+                    parts.append("—")
+                    continue
+                mark = "" if y["right"] >= 0.9 * y["n"] else " †"
+                parts.append(f"{x['grads'] / y['grads']:.2f}{mark}")
+        lines.append(f"| {model} | " + " | ".join(parts) + " |")
+    return lines
 
 
 def main():
