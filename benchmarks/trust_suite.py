@@ -706,7 +706,7 @@ def write(args, rows):
         f"{false} false alarms of {right} right runs ({false / max(right, 1):.1%}); "
         f"{sum(r['beyond'] for r in own)} unwarned runs beyond 2 SE + 0.02; ±2 SE covers "
         f"{min(r['cover2_frac'] for r in own):.0%} of a row's unwarned runs at the least"
-        + (" (our adapters' rows; BlackJAX's below)." if own is not rows else "."),
+        + (" (our adapters' rows; BlackJAX's below)." if len(own) < len(rows) else "."),
     ]
     lines += _beside_peers(rows)
     _machine.write(args.out, lines)
