@@ -114,6 +114,9 @@ def test_the_readme_states_the_cost_over_dimension_page_as_it_is():
     text = " ".join(README.read_text().split())
     said = re.search(r"of 50 to 1000 coefficients costs at most ([\d.]+)×", text)
     assert said is not None and float(said.group(1)) == math.ceil(max(ratios) * 10) / 10
+    guide = " ".join((README.parent / "docs" / "guide" / "evidence.md").read_text().split())
+    assert "up to 1000 coefficients stays one rung of 250 temperatures" in guide
+    assert {r[names.index("rungs (temperatures)")] for r in rows} == {"250"}
 
 
 def test_the_readme_states_the_trust_suite_page_as_it_is():
