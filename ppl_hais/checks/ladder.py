@@ -79,7 +79,7 @@ __all__ = [
     "DEFAULT_BUDGET", "FIRST_NUM_STEPS", "FIXED_NUM_STEPS", "GROWTH", "Rung", "WEIGHT_CHECKS",
     "bridge_clears", "bridge_figures", "bridge_se", "cleared_se", "clears",
     "default_max_gradients", "needs_local_steps", "next_num_steps", "remaining_gap", "settled",
-    "shortfall", "unsizable",
+    "shortfall", "stated_shortfall", "unsizable",
 ]  # fmt: skip
 
 FIRST_NUM_STEPS = 250  # the first rung's temperatures (a quarter of the fixed default's)
@@ -241,6 +241,11 @@ def shortfall(trajectory) -> float:
     if unsizable(trajectory):
         return float("inf")
     return _sized(trajectory)
+
+
+def stated_shortfall(trajectory, bridge: float | None = None) -> float:
+    """:func:`shortfall`, or :func:`bridge_figures`' about ``bridge`` where that is the estimate."""
+    return shortfall(trajectory) if bridge is None else bridge_figures(trajectory, bridge)[0]
 
 
 def _sized(trajectory) -> float:

@@ -111,9 +111,7 @@ class Evidence:
         at least half of it."""
         if not self.trajectory:
             return float("nan")
-        if self.bridged:
-            return _ladder.bridge_figures(self.trajectory, self.log_z)[0]
-        return _ladder.shortfall(self.trajectory)
+        return _ladder.stated_shortfall(self.trajectory, self.log_z if self.bridged else None)
 
     @property
     def excess(self) -> float:
@@ -393,8 +391,7 @@ def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
     if ladder:
         checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
     if not checks:  # unwarned: the error bar reaches what the trajectory says may be missing
-        short = (_ladder.shortfall(trajectory) if bridge is None
-                 else _ladder.bridge_figures(trajectory, log_z)[0])  # fmt: skip
+        short = _ladder.stated_shortfall(trajectory, None if bridge is None else log_z)
         if np.isfinite(short):
             var = max(var, (short / 2) ** 2)
     return forward, log_z, var, checks
