@@ -141,5 +141,11 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     least, seeds = re.search(r"every model right on at least (\d+) of (\d+) runs", text).groups()
     assert (int(least), int(seeds)) == (min(k for k, _ in right), max(n for _, n in right))
     guide = " ".join((README.parent / "docs" / "guide" / "trust.md").read_text().split())
+    # the guide: the banana's runs sit low, and the shortfall in their SE brings ±2 SE over them
+    assert "banana runs sit a few hundredths of a nat low" in guide
+    banana = [r for r in ours if r[0].startswith("banana")]
+    covers = [r[names.index("±2 SE covers")] for r in banana]
+    assert banana and all(float(r[2].split()[0]) < 0 for r in banana)
+    assert all(len(set(c.split("/"))) == 1 for c in covers)  # every unwarned run covered
     alarms = re.search(r"(\d+) false alarms of (\d+) right runs", guide).groups()
     assert alarms == (false, str(sum(k for k, _ in right)))
