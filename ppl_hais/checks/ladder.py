@@ -28,12 +28,11 @@ unless its particles still predict their weights strongly (lag ≥ ``CLEAR_LAG``
 them ended outside the start's bulk (outside fraction ≥ ``CLEAR_OUTSIDE``): mass that
 neither path reached, which no agreement can rule out. Its SE then comes from the two runs'
 spread. Nor may an earlier rung's check have reached an upper estimate more than
-``CLEAR_BOUND`` above the rung. The thresholds were derived on the trust suite's
-rungs (docs/calibration.md). A run of a fixed budget
-(``num_steps`` or ``target_se`` given) has no previous rung: the bias check's agreement alone
-clears it (``clears(..., alone=True)``), its SE then carrying the gap: at 1000 temperatures
-the suite's false alarms fell from 48 to 21 of 240 right runs, none silent
-(the trust suite at a fixed 1000 temperatures).
+``CLEAR_BOUND`` above the rung. The thresholds were derived on the trust suite's rungs
+(docs/calibration.md). A run of a fixed budget (``num_steps`` or ``target_se`` given) has no
+previous rung: the bias check's agreement alone clears it (``clears(..., alone=True)``), its
+SE then carrying the gap: at 1000 temperatures the suite's false alarms fell from 48 to 21 of
+240 right runs, none silent (the trust suite at a fixed 1000 temperatures).
 
 When the last rung still fails, :func:`remaining_gap` adds a ``converged`` check that states
 how low the estimate may be, in nats (:func:`shortfall`), and, where one weight dominates,
@@ -121,6 +120,7 @@ class Rung(NamedTuple):
     local_steps: bool = False  # whether its transition gave each particle its own step size
     bridge: float = float("nan")  # its bias check's bridge of both directions (NaN: not run)
     bridge_se: float = float("nan")
+    remembered: bool = False  # run by an earlier call, which stopped above it (workflow.resume)
 
 
 def next_num_steps(num_steps: int) -> int:

@@ -188,7 +188,8 @@ def sample_stats_dataset(
         data["log_marginal_likelihood_bennett_se"] = xr.DataArray(bias.log_z_bennett_se)
         data["bias_gap"] = xr.DataArray(bias.gap)
         data["bias_gap_se"] = xr.DataArray(bias.gap_se)
-    fields = ("num_steps", "log_z", "log_z_se", "bias_gap", "bias_gap_se", "gradients", "wall_time")
+    fields = ("num_steps", "log_z", "log_z_se", "bias_gap", "bias_gap_se", "gradients", "wall_time",
+              "remembered")  # fmt: skip
     for field in fields:
         if not trajectory:
             break

@@ -72,7 +72,8 @@ from .budget import (
     next_fits,
 )
 from .memory import pilot_key, recall
-from .runs import chains, check_names, largest, pooled_checks, record, topped_up
+from .resume import Resume, keep, resumed
+from .runs import chains, check_names, cleared, largest, pooled_checks, record, topped_up
 
 __all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
 
@@ -233,8 +234,7 @@ def evidence(
     hais_kwargs = check_call(hais_kwargs, evidence, num_particles=num_particles,
         num_chains=num_chains, num_steps=num_steps, target_se=target_se,
         max_gradients=max_gradients, initial=initial, bias_check=bias_check)  # fmt: skip
-    rng_key = check_key(rng_key)
-    num_chains = int(num_chains)
+    rng_key, num_chains = check_key(rng_key), int(num_chains)
     ladder = num_steps is None and target_se is None
     first = _ladder.FIRST_NUM_STEPS if num_steps is None else int(num_steps)
     surveyed = first if num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)  # pilots
@@ -248,20 +248,21 @@ def evidence(
     key_pilot = pilot_key() if remember else key_pilot
     name, target, pilot, choice, spent, remembered = _tuned(
         key_pilot, model, initial, surveyed, options, progress_bar, remember)  # fmt: skip
-    budget = None
-    if target_se is not None:
-        key_probe, key_chains = host_split(key_chains)
-        budget = choose_num_steps(
-            key_probe, target, pilot, target_se, num_particles=num_particles,
-            num_chains=num_chains, max_num_steps=max_num_steps, kernel=kernel,
-            max_gradients=None if max_gradients is None else max_gradients - spent,
-            options=options.pilot)  # fmt: skip
+    budget, key_chains = _probed(key_chains, target, pilot, target_se, kernel, options.pilot,
+        num_particles=num_particles, num_chains=num_chains, max_num_steps=max_num_steps,
+        max_gradients=None if max_gradients is None else max_gradients - spent)  # fmt: skip
+    if budget is not None:
         first, spent = budget.num_steps, spent + budget.probe_gradients
     own_reverse = options.run.bidirectional or options.run.reverse_from is not None
     checking = bool(bias_check) and not own_reverse and not discrete(model)
-    trajectory, bias, last_check, steps = [], None, None, first
-    switchable = ladder and checking and "local_steps" not in hais_kwargs and (  # may switch
-        options.kernel.lookahead, options.kernel.flips) == (1, "standard")
+    kept = model if remember and ladder and isinstance(initial, str) else None  # resumed ladder
+    kept_key = (initial, surveyed, options, num_particles, num_chains, bias_check, max_gradients)
+    begun = resumed(kept, kept_key) or Resume((), first, None, None)
+    trajectory, steps, local, last_check = list(begun.rungs), *begun[1:]
+    if local is not None:
+        options, kernel, pilot = options._replace(kernel=local[0]), *local[1:]
+    switchable = local is None and ladder and checking and "local_steps" not in hais_kwargs and (
+        options.kernel.lookahead, options.kernel.flips) == (1, "standard")  # may switch
     while True:
         key = key_chains if not trajectory else host_fold_in(key_chains, len(trajectory))
         run = functools.partial(chains, target=target, kernel=kernel, pilot=pilot,
@@ -289,18 +290,19 @@ def evidence(
         rung = record(results, steps, log_z, var, checks, bias, spent, time.perf_counter() - start,
                      options.kernel.local_steps)  # fmt: skip
         if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
-            rung, var, checks = _cleared(trajectory, rung, results)
+            rung, var, checks = cleared(trajectory, rung, results)
         trajectory.append(rung)
         if _ladder.settled(rung) or not next_fits(spent, last_check, **fits):
             break
         if switchable and _ladder.needs_local_steps(trajectory):  # a funnel's neck
-            local, kernel, pilot, used = with_local_steps(host_fold_in(
+            switched, kernel, pilot, used = with_local_steps(host_fold_in(
                 key_pilot, 51), model, target, options.kernel, options.pilot, surveyed)
-            options = options._replace(kernel=local)
+            options, local = options._replace(kernel=switched), (switched, kernel, pilot)
             spent, switchable = spent + used, False
             if not next_fits(spent, last_check, **fits):
                 break
         steps = _ladder.next_num_steps(steps)
+    keep(kept, kept_key, trajectory, local, last_check)
     forward, log_z, var, checks = _answer(trajectory, log_z, var, checks, ladder, max_gradients)
     out = Evidence(
         results, target, name, float(log_z), float(np.sqrt(var)), checks, choice, budget, bias,
@@ -329,6 +331,16 @@ def _tuned(key_pilot, model, initial, surveyed, options, progress_bar, remember)
     (name, target, pilot, choice, spent), remembered = recall(
         kept, (initial, surveyed, options.kernel, options.pilot), tune)  # fmt: skip
     return name, target, pilot, choice, 0 if remembered else spent, remembered
+
+
+def _probed(key_chains, target, pilot, target_se, kernel, pilot_options, **sizes):
+    """With ``target_se``: the temperatures its probes chose (:func:`choose_num_steps`) and the
+    chains' key after them; else (None, the chains' key)."""
+    if target_se is None:
+        return None, key_chains
+    key_probe, key_chains = host_split(key_chains)
+    return choose_num_steps(key_probe, target, pilot, target_se, kernel=kernel,
+                            options=pilot_options, **sizes), key_chains  # fmt: skip
 
 
 def _bias(rng_key, model, target, results, pilot, log_z, var, options, progress_bar):
@@ -361,16 +373,6 @@ def _pooled(results, budget, target_se, steps):
             "max_num_steps.",
         )
     return log_z, var, checks
-
-
-def _cleared(trajectory, rung, results):
-    """A rung whose failed checks the ladder shows to be false alarms: its SE from the
-    trajectory, no checks (the cleared ones kept in ``Rung.cleared``)."""
-    _, var_delta = diagnostics.pool(
-        [r.log_z for r in results], [r.log_z_se_delta for r in results]
-    )
-    se = _ladder.cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
-    return rung._replace(log_z_se=se, checks=(), cleared=rung.checks), se**2, ()
 
 
 def _answer(trajectory, log_z, var, checks, ladder, max_gradients):

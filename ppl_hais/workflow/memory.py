@@ -6,18 +6,26 @@ variational fit where one is raced. Their random numbers come from :func:`pilot_
 the call's key, so what they return is a function of the model, its data and the call's
 options alone. A second call on the same model structure and data (a new seed, another
 ``max_gradients``, another number of particles or chains) then takes it from here instead of
-running it again: the same start, the same frozen step sizes and scale, so the same estimate,
-to the last digit, as without the memory (where ``max_gradients`` binds, a remembered call,
-which spends nothing on its tuning, has that much more room for the ladder). Nothing about
-the estimate's honesty changes: the tuning is still a pilot independent of the main run's
-random numbers, frozen before it starts (Ẑ unbiased), and every check still runs on what the
-main run gives.
+running it again: the same start, the same frozen step sizes and scale, so, rung for rung,
+the same estimates to the last digit as without the memory (where ``max_gradients`` binds, a
+remembered call, which spends nothing on its tuning, has that much more room for the
+ladder). Nothing about the estimate's honesty changes: the tuning is still a pilot independent
+of the main run's random numbers, frozen before it starts (Ẑ unbiased), and every check still
+runs on what the main run gives.
+
+The ladder is remembered as well: where the first call's stopped (the rungs below its last
+one, its last rung's temperatures, the per-particle step sizes it switched to), so a later call
+begins at that rung instead of climbing to it again. Its estimate is the one a call without the
+memory gives whenever that call reaches the same rung (the same keys per rung, the same rules
+over the same trajectory: the rungs below come from the first call, independent runs under the
+same tuning), and every check still runs on its own rung, which climbs on where it fails.
 
 The key is the model's structure (its code, as the compiled programs' caches key it) with a
 digest of its arrays (the data), the initial distribution's name and every option the tuning
-reads; a call with anything else new tunes anew. ``PPL_HAIS_REMEMBER=0`` (read at each call)
-or :func:`forget` turns the memory off or empties it; entries beyond :data:`SIZE` models are
-dropped, least recently used first.
+reads (for the ladder, the particles, chains, ``max_gradients`` and ``bias_check`` too); a
+call with anything else new tunes anew. ``PPL_HAIS_REMEMBER=0`` (read at each call) or
+:func:`forget` turns the memory off or empties it; entries beyond :data:`SIZE` are dropped,
+least recently used first.
 
 Example
 -------
@@ -38,10 +46,11 @@ import numpy as np
 from ..mcmc.fast_random import host_key
 from ..runtime.structure import split
 
-__all__ = ["PILOT_SEED", "SIZE", "enabled", "forget", "pilot_key", "recall"]
+__all__ = ["PILOT_SEED", "SIZE", "enabled", "forget", "keep", "kept", "pilot_key", "recall"]
 
 PILOT_SEED = 20_250_917  # the pilots' random numbers: the same for every call
-SIZE = 16  # models remembered at once (each holds its pilots' final particles: ~P·D numbers)
+SIZE = 32  # entries kept at once, two per model: its tuning (its pilots' final particles: ~P·D
+# numbers) and where its ladder stopped
 
 _MEMORY: OrderedDict = OrderedDict()
 
@@ -84,13 +93,31 @@ def recall(model, options, tune):
     """``(tune(), False)`` the first time for ``model`` and ``options``; ``(the same value,
     True)`` on later calls while remembered. ``tune`` must be a function of the model, its
     data and ``options`` alone (its random numbers from :func:`pilot_key`)."""
-    key = _fingerprint(model, options) if enabled() else None
-    if key is not None and key in _MEMORY:
-        _MEMORY.move_to_end(key)
-        return _MEMORY[key], True
+    value = kept(model, options)
+    if value is not None:
+        return value, True
     value = tune()
-    if key is not None:
-        _MEMORY[key] = value
-        while len(_MEMORY) > SIZE:
-            _MEMORY.popitem(last=False)
+    keep(model, options, value)
     return value, False
+
+
+def kept(model, options):
+    """What :func:`keep` or :func:`recall` kept for ``model`` and ``options``; None when nothing
+    is (or the memory is off)."""
+    key = _fingerprint(model, options) if enabled() else None
+    if key is None or key not in _MEMORY:
+        return None
+    _MEMORY.move_to_end(key)
+    return _MEMORY[key]
+
+
+def keep(model, options, value) -> None:
+    """Keep ``value`` for ``model`` and ``options`` (replacing what was kept), the least recently
+    used model dropped beyond :data:`SIZE`."""
+    key = _fingerprint(model, options) if enabled() else None
+    if key is None:
+        return
+    _MEMORY[key] = value
+    _MEMORY.move_to_end(key)
+    while len(_MEMORY) > SIZE:
+        _MEMORY.popitem(last=False)

@@ -36,14 +36,14 @@ from functools import partial
 import numpy as np
 
 from ..checks import diagnostics
-from ..checks.ladder import Rung
+from ..checks.ladder import Rung, cleared_se
 from ..estimate.annealers import anneal
 from ..mcmc.fast_random import host_fold_in, host_split
 from ..results.result import AISResult
 from ..stats.estimators import disagreement
 from .budget import main_gradients
 
-__all__ = ["MAX_RUNS", "PRECISE_SE", "chains", "check_names", "largest",
+__all__ = ["MAX_RUNS", "PRECISE_SE", "chains", "check_names", "cleared", "largest",
            "pooled_checks", "record", "repeats_for", "topped_up"]  # fmt: skip
 
 PRECISE_SE = 0.05  # nats: a rung whose weights pass is topped up with particles to this SE
@@ -120,6 +120,16 @@ def record(results, steps, log_z, var, checks, bias, spent, wall, local_steps) -
         bridge=nan if bias is None else bias.log_z_bennett,
         bridge_se=nan if bias is None else bias.log_z_bennett_se,
     )  # fmt: skip
+
+
+def cleared(trajectory, rung, results):
+    """A rung whose failed checks the ladder shows to be false alarms: its SE from the
+    trajectory, no checks (the cleared ones kept in ``Rung.cleared``)."""
+    _, var_delta = diagnostics.pool(
+        [r.log_z for r in results], [r.log_z_se_delta for r in results]
+    )
+    se = cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
+    return rung._replace(log_z_se=se, checks=(), cleared=rung.checks), se**2, ()
 
 
 def largest(values) -> float:
