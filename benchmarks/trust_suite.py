@@ -651,7 +651,9 @@ def write(args, rows):
         + ("local_steps=True, " if args.local_steps else "")
         + (f"num_steps={args.num_steps} (a fixed budget: one run, no ladder)"
            if args.num_steps else "the convergence ladder within the default `max_gradients`")
-        + ", bias_check='auto')"
+        + ", bias_check='auto'); a row's seeds are calls in a row in one process, as a user's "
+        "repeated calls are: each after the first takes the start, its tuning and the rung its "
+        "ladder begins at from the first (ppl_hais.workflow.memory)"
         + (f"; beside them, {peers}" if any(a in SMC_SETTINGS for a in args.adapters) else "")
     )
     lines = [

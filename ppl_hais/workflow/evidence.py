@@ -200,10 +200,9 @@ def evidence(
     ``settings["num_runs"]``); after a rung of 1000 or more whose bias check found over 0.1
     nat missing while its lag check failed, the rungs give each particle a step size of its
     own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
-    A last rung that still fails states the gap in
-    nats (the ``converged`` check); where its bias check ran, the estimate is then the bridge
-    of its forward and reverse anneals (``Evidence.bridged``, ``Evidence.log_z_forward``). A
-    number means what it says: one run, no escalation.
+    A last rung that still fails states the gap in nats (the ``converged`` check); where its
+    bias check ran, the estimate is then the bridge of its forward and reverse anneals
+    (``Evidence.bridged``, ``Evidence.log_z_forward``). A number means one run, no escalation.
 
     ``max_gradients``: every model gradient the call spends (pilots, Laplace fit, probes,
     rungs, bias checks) counts against it (``Evidence.gradients``); default
@@ -228,8 +227,10 @@ def evidence(
 
     ``remember`` (the adapters' default): the start's pilots draw from a fixed key, so the
     start and its tuning are a function of the model, its data and the options, kept for the
-    next call on the same model and data, which runs no pilot and gives the estimate it would
-    have given without the memory (:mod:`ppl_hais.workflow.memory`; ``Evidence.remembered``).
+    next call on the same model and data, which runs no pilot (:mod:`ppl_hais.workflow.memory`;
+    ``Evidence.remembered``); on the ladder, that call begins at the rung where the first call's
+    stopped, the rungs below it the first call's (``Rung.remembered``,
+    :mod:`ppl_hais.workflow.resume`).
     """
     hais_kwargs = check_call(hais_kwargs, evidence, num_particles=num_particles,
         num_chains=num_chains, num_steps=num_steps, target_se=target_se,
