@@ -149,3 +149,10 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     assert all(len(set(c.split("/"))) == 1 for c in covers)  # every unwarned run covered
     alarms = re.search(r"(\d+) false alarms of (\d+) right runs", guide).groups()
     assert alarms == (false, str(sum(k for k, _ in right)))
+    # the funnel's sentence: its right runs per adapter, none unwarned beyond 2 SE + 0.02
+    funnel = {r[1]: r for r in ours if r[0] == "funnel 10-D"}
+    said = re.search(r"from N\(0, I\) is right on (\d+) of 20 runs through NumPyro and (\d+) "
+                     r"through PyMC", guide).groups()  # fmt: skip
+    assert said == tuple(funnel[a][column].split("/")[0] for a in ("numpyro", "pymc"))
+    assert "inside 2 SE + 0.02 of the truth" in guide
+    assert all(funnel[a][names.index("beyond 2 SE + 0.02")] == "0" for a in funnel)
