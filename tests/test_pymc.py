@@ -606,3 +606,19 @@ def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     se = float(st["log_evidence_se"])
     assert se <= 0.05 and not st.attrs["evidence_checks"]
     assert abs(float(st["log_evidence"]) - exact) < 4 * se
+
+
+def test_importing_the_adapter_leaves_the_processs_devices_alone():
+    """``pymc.sampling.jax`` sets ``XLA_FLAGS`` to 100 host devices when it is imported (PyMC
+    5.28 and 6.4), under which JAX 0.10 anneals at half speed; the adapter freezes a graph's
+    shared variables itself and does not import it."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, sys; from ppl_hais.adapters import pymc; "
+            "print('pymc.sampling.jax' in sys.modules, os.environ.get('XLA_FLAGS'))")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=600, check=True)  # fmt: skip
+    assert out.stdout.splitlines()[-1].split() == ["False", "None"]

@@ -33,24 +33,41 @@ Example
 
 from __future__ import annotations
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 import pytensor.scalar as ps
 import pytensor.scalar.math as psm
 import pytensor.tensor as pt
-
-# private on PyMC 5.28 and 6.4 alike (get_jaxified_graph's own first step); pinned by the tests
-# of the PyMC adapter against exact evidence and by tests/test_pymc.py's rewrite test
-from pymc.sampling.jax import _replace_shared_variables
-from pytensor.compile import mode
-from pytensor.graph import Apply, FunctionGraph, Op
+from pytensor.compile import SharedVariable, mode
+from pytensor.graph import Apply, FunctionGraph, Op, clone_replace
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.graph.traversal import graph_inputs
 from pytensor.link.jax.dispatch import jax_funcify
 from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
+from pytensor.tensor.random.type import RandomType
 
 __all__ = ["MatVec", "jaxified_graph", "matvec_of_squeezed_dot", "rewritten",
            "switch_of_softplus"]
+
+
+def _frozen(outputs):
+    """``outputs`` with every shared variable they read (``pm.Data``, say) replaced by its
+    value as a constant: the compiled density reads the data as they are now. This is
+    ``get_jaxified_graph``'s first step, written here because importing ``pymc.sampling.jax``
+    sets ``XLA_FLAGS`` to 100 host devices for the whole process (PyMC 5.28 and 6.4), under
+    which JAX 0.10 anneals at half speed."""
+    values = {}
+    for var in graph_inputs(outputs):
+        if not isinstance(var, SharedVariable):
+            continue
+        if var.default_update is not None or isinstance(var.type, RandomType):
+            raise ValueError(f"the model reads {var}, a shared variable updated between calls "
+                             "(a random generator or a default update): it cannot be frozen")
+        values[var] = pt.constant(var.get_value(borrow=True))
+    return clone_replace(outputs, replace=values) if values else list(outputs)
 
 
 def _scalar_op(var, kind):
@@ -139,7 +156,7 @@ def rewritten(inputs, outputs, *, ours=True, fuse=True) -> FunctionGraph:
     elementwise fusion (PyTensor 2.31, PyMC 5's, fuses elementwise chains into ``Composite``
     ops inside which the rewrite cannot see the switch). ``ours=False``: PyMC's graph as it
     is; ``fuse=False``: stop before the fusion."""
-    fgraph = FunctionGraph(inputs=inputs, outputs=_replace_shared_variables(outputs), clone=True)
+    fgraph = FunctionGraph(inputs=inputs, outputs=_frozen(outputs), clone=True)
     mode.JAX.excluding("fusion").optimizer.rewrite(fgraph)
     if ours:
         in2out(switch_of_softplus).rewrite(fgraph)
@@ -151,5 +168,9 @@ def rewritten(inputs, outputs, *, ours=True, fuse=True) -> FunctionGraph:
 
 
 def jaxified_graph(inputs, outputs):
-    """A JAX function of ``inputs`` returning ``outputs``: :func:`rewritten`'s graph."""
-    return jax_funcify(rewritten(inputs, outputs))
+    """A JAX function of ``inputs`` returning ``outputs``: :func:`rewritten`'s graph. Its
+    parameter checks (``CheckParameterValue``: σ > 0, 0 ≤ p ≤ 1) pass their value through, as in
+    PyMC's own JAX samplers: the unconstrained coordinates map to values inside the support."""
+    with warnings.catch_warnings():  # PyTensor's JAX backend says so once per check
+        warnings.filterwarnings("ignore", message="Skipping Check", category=UserWarning)
+        return jax_funcify(rewritten(inputs, outputs))
