@@ -58,7 +58,7 @@ def _frozen(outputs):
     value as a constant: the compiled density reads the data as they are now. This is
     ``get_jaxified_graph``'s first step, written here because importing ``pymc.sampling.jax``
     sets ``XLA_FLAGS`` to 100 host devices for the whole process (PyMC 5.28 and 6.4), under
-    which JAX 0.10 anneals at half speed."""
+    which the anneal runs slower (at half speed on JAX 0.10)."""
     values = {}
     for var in graph_inputs(outputs):
         if not isinstance(var, SharedVariable):
