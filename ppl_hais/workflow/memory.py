@@ -15,10 +15,11 @@ runs on what the main run gives.
 
 The ladder is remembered as well: where the first call's stopped (the rungs below its last
 one, its last rung's temperatures, the per-particle step sizes it switched to), so a later call
-begins at that rung instead of climbing to it again. Its estimate is the one a call without the
-memory gives whenever that call reaches the same rung (the same keys per rung, the same rules
-over the same trajectory: the rungs below come from the first call, independent runs under the
-same tuning), and every check still runs on its own rung, which climbs on where it fails.
+begins at that rung instead of climbing to it again. The run at that rung is the one a call
+without the memory makes there (the same keys per rung); what the ladder's rules conclude
+from it reads the rungs below, which come from the first call (independent runs under the same
+tuning), so a cleared check or a widened SE can differ from a cold call's. Every check still
+runs on its own rung, which climbs on where it fails.
 
 The key is the model's structure (its code, as the compiled programs' caches key it) with a
 digest of its arrays (the data), the initial distribution's name and every option the tuning
