@@ -199,7 +199,7 @@ def run(
     structure, arrays = split(target)
     fn = compiled(structure, kernel, num_particles=size)
     scale_ref = _scale_args(scale_ref, positions.shape[-1])
-    switches = _switches(adapt_target, adapt_scale)
+    switches = _switches(adapt_target, adapt_scale, not main)
     # each group is paced on its own clock; the bar shows the groups' mean position
     bar = shared_bar(num_steps, desc, groups) if progress_bar else None
     run_ids = [open_run(num_steps, desc, part_of=bar) for g in range(groups)]
@@ -210,7 +210,7 @@ def run(
     def group(g):
         chunk = positions[g * size : (g + 1) * size]
         call = partial(fn, arrays, *args, chunk, g * size, scale_ref, *switches, valid)
-        return drive(call, empty, num_steps, run_ids[g])
+        return drive(call, empty, num_steps, run_ids[g], pace=(fn, groups))
 
     outs = None
     try:
@@ -253,13 +253,13 @@ def _scale_args(scale_ref, dim):
     return jnp.asarray(padded(ref_betas, length)), jnp.asarray(padded(log_scale, length))
 
 
-def _switches(adapt_target, adapt_scale):
-    """The pilot's adaptation switches as arguments of the compiled scan (−1: no step-size
+def _switches(adapt_target, adapt_scale, record=False):
+    """The pilot's switches as arguments of the compiled scan: its adaptation (−1: no step-size
     adaptation; not NaN, which a multi-process run's check that every process passes the same
-    value would fail)."""
+    value would fail) and whether it records the log ratio's spread (``record``)."""
     target = -1.0 if adapt_target is None else float(adapt_target)
     return jax.device_put(np.asarray(target, jnp.result_type(float))), jax.device_put(
-        np.bool_(adapt_scale))  # fmt: skip
+        np.bool_(adapt_scale)), jax.device_put(np.bool_(record))  # fmt: skip
 
 
 def _run_sharded(
