@@ -222,6 +222,7 @@ def run(
     finally:
         for run_id in [*run_ids, bar]:
             close_bar(run_id, complete=outs is not None)
+    outs = jax.device_get(outs)  # one batched copy to the host
     out = finish(merge_groups(outs, num_particles), num_steps, num_bins)._replace(
         particles_per_device=[num_particles]
     )

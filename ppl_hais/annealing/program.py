@@ -85,7 +85,15 @@ def _loop_shapes(structure, kernel, num_particles, capacity, dim, avals):
 def empty_loop(structure, arrays, kernel, num_particles, capacity, dim):
     """A loop of zeros in :func:`compiled`'s shapes (``bin`` 0: the program starts the run)."""
     avals = tuple((tuple(np.shape(a)), np.dtype(a.dtype)) for a in arrays)
-    shapes = _loop_shapes(structure, kernel, num_particles, capacity, int(dim), avals)
+    return _zeros(structure, kernel, num_particles, capacity, int(dim), avals)
+
+
+@lru_cache(maxsize=32)
+def _zeros(structure, kernel, num_particles, capacity, dim, avals):
+    """:func:`empty_loop`'s arrays, put on the device once per shape: the program does not
+    donate its loop, so every run may start from the same zeros (putting its ~30 arrays took
+    1 ms of host time a run)."""
+    shapes = _loop_shapes(structure, kernel, num_particles, capacity, dim, avals)
     # on the device, as the outputs that later calls pass back: one dispatch signature
     return jax.tree.map(lambda s: jax.device_put(np.zeros(s.shape, s.dtype)), shapes)
 
