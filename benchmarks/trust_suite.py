@@ -630,6 +630,7 @@ def summarize(name, adapter, runs, seeds):
         starts=", ".join(f"{k} {v}" for k, v in collections.Counter(
             r.get("start", "?") for r in runs).most_common()),
         grads=np.mean([r["gradients"] for r in runs]),
+        grads_median=np.median([r["gradients"] for r in runs]),
         wall=np.median([r["wall"] for r in runs[1:]] or [runs[0]["wall"]]), n=seeds,
     )  # fmt: skip
 
@@ -682,8 +683,8 @@ def write(args, rows):
         "fails a check and whose bias check ran), and the runs whose last rung's forward estimate"
         " alone is within 0.1 nat; *starts*: the start each call's `initial='auto'` chose "
         "(ppl_hais.starts: `laplace_t`, Student-t marginals along the Laplace axes with the tails"
-        " read there); *gradients*: mean per call, everything counted; *time*: median of the "
-        "calls after the first (the first compiles).",
+        " read there); *gradients*: mean per call (median), everything counted; *time*: median "
+        "of the calls after the first (the first compiles).",
         "",
         "| model | adapter | mean error (sd) | median SE | median gap | right | warned | false "
         "alarms | silent | ±2 SE covers | beyond 2 SE + 0.02 | stated gap covers "
@@ -696,7 +697,8 @@ def write(args, rows):
             f"| {r['gap']} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
             f"{r['silent']} | {r['cover2']} | {r['beyond']} | {r['covered']} | "
             f"{r.get('bennett', '')} | {r['checks']} | "
-            f"{r.get('starts', '')} | {r['grads'] / 1e6:.2f} M | "
+            f"{r.get('starts', '')} | {r['grads'] / 1e6:.2f} M "
+            f"({r['grads_median'] / 1e6:.2f}) | "
             f"{r['wall']:.2f} s |"
         )
     own = [r for r in rows if r["adapter"] not in SMC_SETTINGS] or rows  # the totals: ours

@@ -127,7 +127,7 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     runs, silent, false = re.search(r"(\d+) runs: (\d+) silent misses; (\d+) false alarms",
                                     page).groups()  # fmt: skip
     text = " ".join(README.read_text().split())
-    said = re.search(r"no silent miss and (\d+) false alarms in (\d+) runs", text)
+    said = re.search(r"no silent miss and (\d+) false alarms? in (\d+) runs", text)
     assert said is not None and silent == "0" and said.groups() == (false, runs)
     header = next(line for line in page.splitlines() if line.startswith("| model | adapter"))
     names = [c.strip() for c in header.strip("|").split("|")]
@@ -146,8 +146,10 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     banana = [r for r in ours if r[0].startswith("banana")]
     covers = [r[names.index("±2 SE covers")] for r in banana]
     assert banana and all(float(r[2].split()[0]) < 0 for r in banana)
-    assert all(len(set(c.split("/"))) == 1 for c in covers)  # every unwarned run covered
-    alarms = re.search(r"(\d+) false alarms of (\d+) right runs", guide).groups()
+    inside, unwarned = (sum(int(c.split("/")[k]) for c in covers) for k in (0, 1))
+    assert all(int(a) >= 0.9 * int(b) for a, b in (c.split("/") for c in covers))
+    assert f"± 2 SE covers {inside} of their {unwarned} unwarned runs" in guide
+    alarms = re.search(r"(\d+) false alarms? of (\d+) right runs", guide).groups()
     assert alarms == (false, str(sum(k for k, _ in right)))
     # the funnel's sentence: its right runs per adapter, none unwarned beyond 2 SE + 0.02
     funnel = {r[1]: r for r in ours if r[0] == "funnel 10-D"}

@@ -15,6 +15,7 @@ import ppl_hais as ph
 from ppl_hais.evidence import evidence
 from ppl_hais.ladder import (
     BRIDGE_CLEAR,
+    CLEAR_MOVE,
     DEFAULT_BUDGET,
     FIRST_NUM_STEPS,
     FIXED_NUM_STEPS,
@@ -23,6 +24,7 @@ from ppl_hais.ladder import (
     bridge_se,
     cleared_se,
     clears,
+    ends,
     needs_local_steps,
     remaining_gap,
     settled,
@@ -183,24 +185,44 @@ def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_
     assert -(sw.shortfall + 0.1) <= sw.log_z - exact <= sw.excess + 0.1
 
 
-def test_a_bridge_its_anneals_bound_within_0_2_nat_comes_without_a_warning():
+def test_a_bridge_that_no_longer_moves_ends_the_funnels_ladder_without_a_warning():
     """The funnel with the default budget (key 4): per-particle steps from 4000 temperatures
-    on, the 16,000-temperature rung still fails its lag check (and its weights' Pareto k̂),
-    and the forward and reverse anneals bound the bridge within 0.2 nat either way (0.13 below,
-    0.14 above here; 0.13 and 0.10 on the oldest stack): it is the estimate, with no warning
-    and an SE that carries that interval (0.107, against the bridge's own 0.051), and it covers
-    the exact value."""
+    on, whose rung still fails its weights' checks, but whose bridge lies within 0.1 nat of the
+    1000-temperature rung's, an independent run (10.354 and 10.314; its anneals bound it only
+    within 0.40 below and 0.53 above): the ladder ends there, below 5 M gradients, the bridge
+    is the estimate with no warning, its SE carries the two bridges' spread (0.198 against its
+    own 0.061), and it covers the exact value (error +0.066)."""
     f, exact = _funnel()
     with warnings.catch_warnings():
         warnings.simplefilter("error", ph.EvidenceWarning)
         ev = evidence(jax.random.key(4), _TargetModel(f, 10), initial="prior",
                       progress_bar=False)  # fmt: skip
-    assert [r.local_steps for r in ev.trajectory] == [False, False, True, True]
-    assert ev.bridged and not ev.checks and "lag" in ev.cleared
-    low, high = bridge_figures(ev.trajectory, ev.log_z)
-    assert max(low, high) <= BRIDGE_CLEAR and (low, high) == (ev.shortfall, ev.excess)
-    assert ev.log_z_se >= max(low, high) / 2 > ev.bias.log_z_bennett_se
+    assert [(r.num_steps, r.local_steps) for r in ev.trajectory] == [
+        (250, False), (1000, False), (4000, True)]
+    assert ev.bridged and not ev.checks and "lag" in ev.cleared and ev.gradients < 5_000_000
+    prev, last = ev.trajectory[-2:]
+    assert abs(last.bridge - prev.bridge) <= CLEAR_MOVE < max(bridge_figures(ev.trajectory,
+                                                                             ev.log_z))
+    assert ev.log_z_se > ev.bias.log_z_bennett_se
     assert abs(ev.log_z - exact) < 2 * ev.log_z_se
+
+
+def test_a_rung_whose_bridge_needs_no_warning_ends_the_ladder():
+    """From the fixed default's 1000 temperatures on, a rung that still fails its weights'
+    checks but whose bridge no longer moves (the previous rung's, an independent run, within
+    0.1 nat) ends the ladder, as a settled rung does; a bridge that moved, a rung below 1000
+    temperatures and a rung without a bias check (no bridge) do not."""
+    nan = float("nan")
+    prev = Rung(1000, -0.27, 0.04, ("pareto_k", "lag", "bias"), 0.25, 1_100_000, 1.0,
+                bias_gap_se=0.06, bridge=-0.06, bridge_se=0.03)
+    last = Rung(4000, -0.23, 0.03, ("pareto_k", "lag"), 0.20, 4_500_000, 3.0,
+                bias_gap_se=0.05, bridge=-0.02, bridge_se=0.03)
+    assert max(bridge_figures((prev, last), last.bridge)) > BRIDGE_CLEAR  # not by its interval
+    assert ends((prev, last)) and not settled(last)
+    assert not ends((prev._replace(bridge=0.3), last))  # moved by 0.32
+    assert not ends((prev._replace(num_steps=62), last._replace(num_steps=250)))
+    assert not ends((prev, last._replace(bridge=nan, bias_gap=nan, bias_gap_se=nan)))
+    assert ends((prev, last._replace(checks=())))  # settled: no check fails
 
 
 def test_escalating_can_clear_the_warning():
@@ -462,8 +484,8 @@ def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_hig
     """The banana over a fixed 1000 temperatures: key 0's weights fail k̂ and lag 0.02 nat off
     while its bias check agrees (gap 0.013, 0.010 on the oldest stack), so it comes without a
     warning and with a finite SE that covers log Z = 0 (such runs once warned with SE = inf);
-    key 34 drew a dominating weight, 0.11 nat high (0.14), and its reverse anneal lies 0.14
-    below (0.17): still warned."""
+    key 34 drew a dominating weight, 0.11 nat high, and its reverse anneal lies 0.10 below:
+    still warned."""
     model = _TargetModel(_banana, 2, 3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ph.EvidenceWarning)
@@ -482,7 +504,7 @@ def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_hig
     assert float(ss["chain_log_marginal_likelihood"][0]) == ev.results[0].log_z
     with pytest.warns(ph.EvidenceWarning, match="pareto_k"):
         high = evidence(jax.random.key(34), model, num_steps=1000, progress_bar=False)
-    assert high.log_z > 0.1 and high.bias_gap < -0.1 and not high.cleared
+    assert high.log_z > 0.1 and high.bias_gap < -0.05 and not high.cleared
 
 
 def test_the_trajectory_reaches_arviz_compare_and_the_plot():

@@ -200,9 +200,10 @@ def evidence(
     ``settings["num_runs"]``); after a rung of 1000 or more whose bias check found over 0.1
     nat missing while its lag check failed, the rungs give each particle a step size of its
     own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
-    A last rung that still fails states the gap in nats (the ``converged`` check); where its
-    bias check ran, the estimate is then the bridge of its forward and reverse anneals
-    (``Evidence.bridged``, ``Evidence.log_z_forward``). A number means one run, no escalation.
+    A rung that still fails with its bias check run is given as the bridge of its forward and
+    reverse anneals (``Evidence.bridged``, ``Evidence.log_z_forward``); it ends the ladder where
+    the bridge needs no warning, else the last states the gap in nats (the ``converged`` check;
+    :func:`ppl_hais.ladder.ends`). A number means one run, no escalation.
 
     ``max_gradients``: every model gradient the call spends (pilots, Laplace fit, probes,
     rungs, bias checks) counts against it (``Evidence.gradients``); default
@@ -239,8 +240,7 @@ def evidence(
     ladder = num_steps is None and target_se is None
     first = _ladder.FIRST_NUM_STEPS if num_steps is None else int(num_steps)
     surveyed = first if num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)  # pilots
-    # the keywords parsed once: every pilot, probe, rung and bias check takes them from here
-    options = AnnealOptions.of(hais_kwargs)
+    options = AnnealOptions.of(hais_kwargs)  # parsed once: every pilot, rung, check reads it
     kernel = transition(model, options.kernel)
     max_gradients = gradient_cap(max_gradients, ladder, target_se, num_chains, num_particles,
                                  options.kernel.num_leapfrog, first)  # fmt: skip
@@ -293,7 +293,7 @@ def evidence(
         if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
             rung, var, checks = cleared(trajectory, rung, results)
         trajectory.append(rung)
-        if _ladder.settled(rung) or not next_fits(spent, last_check, **fits):
+        if _ladder.ends(trajectory) or not next_fits(spent, last_check, **fits):
             break
         if switchable and _ladder.needs_local_steps(trajectory):  # a funnel's neck
             switched, kernel, pilot, used = with_local_steps(host_fold_in(
