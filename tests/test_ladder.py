@@ -15,6 +15,7 @@ import ppl_hais as ph
 from ppl_hais.evidence import evidence
 from ppl_hais.ladder import (
     BRIDGE_CLEAR,
+    CLEAR_GAP,
     CLEAR_MOVE,
     DEFAULT_BUDGET,
     FIRST_NUM_STEPS,
@@ -484,8 +485,8 @@ def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_hig
     """The banana over a fixed 1000 temperatures: key 0's weights fail k̂ and lag 0.02 nat off
     while its bias check agrees (gap 0.013, 0.010 on the oldest stack), so it comes without a
     warning and with a finite SE that covers log Z = 0 (such runs once warned with SE = inf);
-    key 34 drew a dominating weight, 0.11 nat high, and its reverse anneal lies 0.10 below:
-    still warned."""
+    key 34 drew a dominating weight, 0.11 nat high, and its reverse anneal lies 0.10 below,
+    beyond the ``CLEAR_GAP`` that the check's agreement needs: still warned."""
     model = _TargetModel(_banana, 2, 3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ph.EvidenceWarning)
@@ -504,7 +505,7 @@ def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_hig
     assert float(ss["chain_log_marginal_likelihood"][0]) == ev.results[0].log_z
     with pytest.warns(ph.EvidenceWarning, match="pareto_k"):
         high = evidence(jax.random.key(34), model, num_steps=1000, progress_bar=False)
-    assert high.log_z > 0.1 and high.bias_gap < -0.05 and not high.cleared
+    assert high.log_z > 0.1 and high.bias_gap < -CLEAR_GAP and not high.cleared
 
 
 def test_the_trajectory_reaches_arviz_compare_and_the_plot():
