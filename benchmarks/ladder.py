@@ -2,13 +2,13 @@
 
 Every model goes through the evidence workflow the adapters call
 (``ppl_hais.evidence.evidence``, initial="auto", 512 particles, ``bias_check="auto"``), twice
-per seed: ``num_steps=1000`` (one run, the default before the ladder) and the default
-``num_steps=None`` (the ladder: 1000, 4000, 16,000 temperatures while a check fails, within
-``max_gradients`` = 32× the first run). Per model: the error against the exact log Z, right
-(|error| ≤ 0.1), warned, false alarms (right and warned), silent misses (|error| > 3 SE +
-0.05 without a warning), whether the stated shortfall covers the error of the warned runs
-(|error| ≤ shortfall + 0.1; the ladder's ``converged`` check), the rung it ended on, every
-gradient the call spent (``Evidence.gradients``: pilots, Laplace fit, rungs, bias checks)
+per seed: ``num_steps=1000`` (one run of a fixed budget) and the default ``num_steps=None`` (the
+ladder: 250, 1000, 4000, 16,000 temperatures while a check fails and no rung's bridge ends it,
+within the default ``max_gradients``, 160× the first rung's run). Per model: the error against
+the exact log Z, right (|error| ≤ 0.1), warned, false alarms (right and warned), silent misses
+(|error| > 3 SE + 0.05 without a warning), whether the stated shortfall covers the error of the
+warned runs (|error| ≤ shortfall + 0.1; the ladder's ``converged`` check), the rung it ended on,
+every gradient the call spent (``Evidence.gradients``: pilots, Laplace fit, rungs, bias checks)
 and the wall time.
 
     python benchmarks/ladder.py --seeds 10 --out docs/ladder.md
@@ -95,8 +95,8 @@ def write(args, rows):
         f"{time.strftime('%Y-%m-%d')} · `ppl_hais.evidence.evidence` (what `phn.HAIS` and "
         "`php.sample_hais` call), initial='auto', 512 particles, `bias_check='auto'`, seeds 300 "
         "and up; *fixed 1000*: `num_steps=1000`; *ladder*: the default `num_steps=None` "
-        "(1000 → 4000 → 16,000 temperatures while a check fails, `max_gradients` = 32× the "
-        "first run's 512,000)",
+        "(250 → 1000 → 4000 → 16,000 temperatures while a check fails and no rung's bridge "
+        "ends it, within the default `max_gradients`, 160× the first rung's 128,000)",
         "",
         "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > "
         "3 SE + 0.05 without a warning; *shortfall covers*: of the wrong, warned runs, those "
