@@ -158,3 +158,9 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     assert said == tuple(funnel[a][column].split("/")[0] for a in ("numpyro", "pymc"))
     assert "inside 2 SE + 0.02 of the truth" in guide
     assert all(funnel[a][names.index("beyond 2 SE + 0.02")] == "0" for a in funnel)
+    # both guides' median gradients of a NumPyro funnel call: the page's (mean, then median)
+    median = float(funnel["numpyro"][names.index("gradients")].split("(")[1].rstrip(")"))
+    evidence_guide = " ".join((README.parent / "docs" / "guide" / "evidence.md").read_text()
+                              .split())  # fmt: skip
+    for text in (guide, evidence_guide):
+        assert f"a median {median:.1f} M gradients" in text
