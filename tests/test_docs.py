@@ -164,3 +164,6 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
                               .split())  # fmt: skip
     for text in (guide, evidence_guide):
         assert f"a median {median:.1f} M gradients" in text
+    column = names.index("bridged · forward right")
+    bridged = sum(int(funnel[a][column].split(" · ")[0]) for a in funnel)
+    assert f"two directions ({bridged} of {20 * len(funnel)})" in guide
