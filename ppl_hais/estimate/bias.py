@@ -102,6 +102,12 @@ SUSPECT_KHAT = 0.3
 MIN_MCMC = 200  # the bias check's MCMC transitions (warmup, then draws) at the least
 
 
+def mcmc_length(num_steps: int) -> int:
+    """The bias check's MCMC transitions after a run of ``num_steps`` temperatures (each of
+    warmup and draws): a quarter of them, at least ``MIN_MCMC`` (:func:`check_bias`)."""
+    return max(MIN_MCMC, int(num_steps) // 4)
+
+
 def suspect_khat(num_particles: int) -> float:
     """The k̂ at or above which ``"auto"`` checks a run of ``num_particles``."""
     noise = (1.0 + SUSPECT_KHAT) / np.sqrt(max(tail_length(int(num_particles)), 1))
@@ -239,11 +245,10 @@ def check_bias(
     ``pilot``: the forward run's frozen tuning (step size and scale as functions of β), reused
     backwards (``None`` with ``step_size="auto"``: a new pilot is run). ``num_draws`` reverse
     chains start from the last draws of ``num_draws // 2`` MCMC chains (two draws each,
-    ``num_mcmc // 2`` apart) after ``num_mcmc`` warmup transitions; by default a quarter of
-    the forward run's temperatures, at least ``MIN_MCMC``: a longer anneal is a harder path,
-    whose reverse starts need to mix as long (on Neal's funnel from N(0, I) at 4000
-    temperatures, four calls, 200 transitions left the bridge 0.07–0.11 nat low, 1000 within
-    0.06). ``log_z``/``log_z_se``:
+    ``num_mcmc // 2`` apart) after ``num_mcmc`` warmup transitions (default
+    :func:`mcmc_length`: a longer anneal is a harder path, whose reverse starts must mix as
+    long; on Neal's funnel from N(0, I) at 4000 temperatures, four calls, 200 transitions
+    left the bridge 0.07–0.11 nat low, 1000 within 0.06). ``log_z``/``log_z_se``:
     the forward estimate the gap is measured from (default: the pooled chains'). ``kernel``:
     the forward run's transition kernel (default: HAIS with ``refresh`` and ``num_leapfrog``).
     ``log_density``: the posterior's log density the MCMC samples, a pytree (default: the
@@ -257,7 +262,7 @@ def check_bias(
     """
     betas = np.asarray(results[0].betas, dtype=float)
     if num_mcmc is None:
-        num_mcmc = max(MIN_MCMC, (len(betas) - 1) // 4)
+        num_mcmc = mcmc_length(len(betas) - 1)
     particles = np.concatenate([np.asarray(r.particles) for r in results])
     log_w = np.concatenate([np.asarray(r.log_weights) for r in results])
     if log_z is None:

@@ -40,6 +40,7 @@ from ..annealing.kernels import TransitionKernel, hais_kernel
 from ..checks import diagnostics
 from ..checks.ladder import next_num_steps
 from ..estimate.annealers import AnnealOptions, anneal
+from ..estimate.bias import mcmc_length
 from .arguments import check_room
 
 __all__ = ["Spent", "StepsPlan", "bias_reserve", "choose_num_steps", "main_gradients", "next_fits"]
@@ -128,13 +129,15 @@ def main_gradients(results) -> int:
 
 def bias_reserve(num_steps, gradients_per_step, last_check, num_draws=256):
     """What a bias check after a run of ``num_steps`` temperatures is predicted to cost: its
-    reverse anneal (``num_draws`` chains over the schedule) and its MCMC (as the last check's,
-    or 128 chains × 400 transitions × 8 leapfrog steps before any has run)."""
+    reverse anneal (``num_draws`` chains over the schedule) and its MCMC (the last check's,
+    scaled by the transitions each runs, :func:`~ppl_hais.estimate.bias.mcmc_length`; before
+    any has run, 128 chains × 2 × those transitions × 8 leapfrog steps)."""
     reverse = num_draws * num_steps * gradients_per_step
     if last_check is None:
-        return int(reverse + 128 * 400 * 8 * gradients_per_step)
+        return int(reverse + 128 * 2 * mcmc_length(num_steps) * 8 * gradients_per_step)
     mcmc = last_check.gradients - last_check.num_draws * last_check.num_steps * gradients_per_step
-    return int(reverse + max(mcmc, 0))
+    scale = mcmc_length(num_steps) / mcmc_length(last_check.num_steps)
+    return int(reverse + max(mcmc, 0) * scale)
 
 
 def next_fits(spent, last_check, *, ladder, max_gradients, checking, steps, per_step, gps):
