@@ -5,7 +5,7 @@ against C calls of P particles.
     python benchmarks/chains.py [--out docs/chains.md] [--repeats 5]
 
 Adapters: the trust suite's 50-D regression (``benchmarks/trust_suite.py``), default calls
-(``phn.HAIS(model, num_chains=C).run``, ``php.sample_hais(chains=C)``: 512 and 1000 particles a
+(``phn.HAIS(model, num_chains=C).run``, ``php.sample_hais(chains=C)``: 512 particles a
 chain, the convergence ladder, ``bias_check="auto"``), C = 1, 2, 4 in one process after a
 first call with C = 1. For each C: the first call with that C (and the programs it compiled
 or read from the persistent cache, from JAX's log), then the median of ``--repeats`` calls
@@ -188,7 +188,7 @@ def main():
         "## Through the adapters' default calls",
         "",
         "The trust suite's 50-D regression (100 rows), `phn.HAIS(model, num_chains=C).run` and "
-        "`php.sample_hais(chains=C)` with their defaults (512 and 1000 particles a chain), in one "
+        "`php.sample_hais(chains=C)` with their defaults (512 particles a chain), in one "
         "process after a first call with one chain. *programs*: what the first call with C "
         "chains compiled (or read from the persistent cache) beyond what earlier calls did; "
         f"*warm call*: the median of {args.repeats} calls with new seeds; *gradients*: their "

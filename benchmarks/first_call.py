@@ -263,8 +263,8 @@ def main():
         __doc__.split("\n\n", 2)[2].strip().replace("\n", " "),
         "",
         "Seconds per call (whole calls: the default ladder, whose first rung anneals 512 "
-        "particles (NumPyro) or PyMC's `draws=1000` over 250 temperatures; `initial=\"auto\"`, "
-        '`bias_check="auto"`).',
+        "particles over 250 temperatures, PyMC's `draws=1000` resampled from them; "
+        '`initial="auto"`, `bias_check="auto"`).',
         "",
         "| stack | model | adapter | cache | first call | of which trace / lower / compile or "
         "read | warm call | new budget (3000 temperatures) "

@@ -275,6 +275,29 @@ def test_pymc_takes_or_refuses_sample_smc_keywords():
         php.sample_hais(return_inferencedata=False, **kw)
 
 
+def test_pymc_draws_are_resampled_from_the_particles():
+    """``draws`` is the posterior's size per chain, as ``pm.sample_smc``'s; the anneal runs
+    ``num_particles`` particles, by default ``min(draws, 512)`` (``phn.HAIS``'s default)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 2)
+        pm.Normal("y", mu, 1.0, observed=[0.3, -0.5])
+    kw = dict(num_steps=50, random_seed=0, progressbar=False, model=model)
+
+    def particles(idata):
+        return int(idata["sample_stats"].attrs["hais_num_particles"])
+
+    few = php.sample_hais(draws=40, num_particles=16, **kw)
+    assert few["posterior"]["mu"].shape == (1, 40) and particles(few) == 16
+    many = php.sample_hais(draws=600, **kw)
+    assert many["posterior"]["mu"].shape == (1, 600) and particles(many) == 512
+    same = [php.sample_hais(draws=32, **kw), php.sample_hais(draws=32, num_particles=32, **kw)]
+    assert particles(same[0]) == 32
+    assert float(same[0]["sample_stats"]["log_evidence"]) == float(
+        same[1]["sample_stats"]["log_evidence"])
+    with pytest.raises(ValueError, match="num_particles must be an integer of at least 2"):
+        php.sample_hais(draws=40, num_particles=1, **kw)
+
+
 # ---------------------------------------------------------------------------------------------
 # bad input
 

@@ -110,7 +110,7 @@ class HAIS:
         self,
         model,
         *,
-        num_particles=512,
+        num_particles=options.NUM_PARTICLES,
         num_steps=None,
         num_chains=1,
         schedule="adaptive",

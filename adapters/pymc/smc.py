@@ -72,11 +72,11 @@ def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwar
             "return_inferencedata=False (a MultiTrace) is not supported: sample_hais returns "
             "ArviZ output (DataTree on ArviZ >= 1, InferenceData on 0.x)"
         )
-    # draws are the particles: the error bar needs two (PyMC's name, not num_particles)
+    # the draws are resampled from the particles: two of them give the error bar a spread
     for name, value, least in (("draws", draws, 2), ("chains", chains, 1)):
         if isinstance(value, bool) or int(value) != value or value < least:
             need = "a positive integer" if least == 1 else f"an integer of at least {least}"
-            why = " (each chain's particles: the error bar needs a spread)" if least > 1 else ""
+            why = " (each chain's posterior draws)" if least > 1 else ""
             raise ValueError(f"{name} must be {need}{why}, got {value!r}")
     if cores is not None and (isinstance(cores, bool) or int(cores) != cores or cores < 1):
         raise ValueError(f"cores must be a positive integer or None, got {cores!r}")
@@ -89,6 +89,7 @@ def sample_hais(
     *,
     chains: int | None = None,
     cores: int | None = None,
+    num_particles: int | None = None,
     random_seed=None,
     model=None,
     progressbar: bool = True,
@@ -114,8 +115,8 @@ def sample_hais(
     Parameters
     ----------
     draws : int
-        Particles per chain (as in ``pm.sample_smc``); the posterior has ``draws`` resampled
-        draws per chain.
+        Posterior draws per chain (as in ``pm.sample_smc``), resampled from the annealed
+        particles by their weights.
     num_steps : int, optional
         Number of temperatures. Default ``None``: the convergence ladder
         (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many while a trust check
@@ -131,6 +132,11 @@ def sample_hais(
         vectorized over their particles, which the annealer splits into groups on threads (of
         64 particles, the pilot's size, where that gives one to eight per core, past that of
         512; else two per core); on an accelerator it has no effect.
+    num_particles : int, optional
+        Particles per chain, each an independent annealing run. Default ``min(draws, 512)``,
+        the annealer's default (as ``phn.HAIS``'s): past a few hundred, a gradient buys more
+        accuracy as temperatures than as particles, and the convergence ladder spends it so.
+        ``pm.sample_smc``'s population is its ``draws``; ``num_particles=draws`` anneals as many.
     random_seed : int, optional
     model : pm.Model or bambi.Model, optional
         Default: the model from the ``with`` context. A Bambi model goes in as it is (built
@@ -207,10 +213,12 @@ def sample_hais(
     """
     _check_arguments(model, draws, 1 if chains is None else chains, cores, return_inferencedata,
                      smc_kwargs)  # fmt: skip
-    options.check(num_steps=num_steps, schedule=schedule, step_size=step_size, refresh=refresh,
-                  initial=initial, target_se=target_se, max_gradients=max_gradients,
-                  bias_check=bias_check, num_leapfrog=num_leapfrog, flips=flips,
-                  lookahead=lookahead, local_steps=local_steps)  # fmt: skip
+    if num_particles is None:
+        num_particles = min(int(draws), options.NUM_PARTICLES)
+    options.check(num_particles=num_particles, num_steps=num_steps, schedule=schedule,
+                  step_size=step_size, refresh=refresh, initial=initial, target_se=target_se,
+                  max_gradients=max_gradients, bias_check=bias_check, num_leapfrog=num_leapfrog,
+                  flips=flips, lookahead=lookahead, local_steps=local_steps)  # fmt: skip
     chains = 1 if chains is None else int(chains)
     bambi = model if is_bambi(model) else None
     model = pymc_model(model)
@@ -223,7 +231,7 @@ def sample_hais(
             target,
             initial=initial,
             num_chains=chains,
-            num_particles=draws,
+            num_particles=int(num_particles),
             num_steps=num_steps,
             schedule=schedule,
             step_size=step_size,
@@ -240,7 +248,7 @@ def sample_hais(
             remember=True,
         )
     results = ev.results
-    idx = ev.resample(key_draws)
+    idx = ev.resample(key_draws, num_draws=int(draws))
     zs = np.stack([r.particles[i] for r, i in zip(results, idx, strict=True)])
     posterior = target.posterior(zs, chains, draws)
     if bambi is not None:  # its intercepts as Bambi reports them

@@ -24,7 +24,11 @@ from ..mcmc.lookahead import FLIPS
 from ..model.schedules import NAMED_SCHEDULES
 from ..runtime.names import did_you_mean
 
-__all__ = ["check", "of_keywords"]
+__all__ = ["NUM_PARTICLES", "check", "of_keywords"]
+
+# particles per chain when a call names none (evidence(), phn.HAIS, and php.sample_hais up to its
+# draws): the ladder's 4x temperatures per rung buy accuracy that more particles would not
+NUM_PARTICLES = 512
 
 SCHEDULES = ("adaptive", *sorted(NAMED_SCHEDULES))  # "adaptive" is measured on the pilot, not named
 INITIALS = ("auto", "prior", "laplace", "laplace_t", "vi", "student_t")  # ppl_hais.starts.NAMES

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..annealing.options import NUM_PARTICLES
 from ..checks import diagnostics
 from ..checks import ladder as _ladder
 from ..estimate.annealers import AnnealOptions
@@ -107,9 +108,8 @@ class Evidence:
         """Nats the estimate may be too low by what the ladder's trajectory shows (its last
         moves, the bias check's gap; :func:`ppl_hais.ladder.shortfall`, about the bridge where
         it is one: :func:`ppl_hais.ladder.bridge_figures`); NaN without a trajectory, 0 when
-        neither shows one, inf when what is missing cannot be sized. Stated by the ``converged``
-        warning, or, on a call without a warning, inside the error bar: ``log_z_se`` is then
-        at least half of it."""
+        neither shows one, inf when it cannot be sized. Stated by the ``converged`` warning,
+        or inside the error bar of a call without one (``log_z_se`` at least half of it)."""
         if not self.trajectory:
             return float("nan")
         return _ladder.stated_shortfall(self.trajectory, self.log_z if self.bridged else None)
@@ -159,12 +159,12 @@ class Evidence:
         """Importance ESS summed over the chains."""
         return float(sum(r.ess for r in self.results))
 
-    def resample(self, rng_key) -> np.ndarray:
-        """(chains, particles) indices drawn by weight, from the user's key: as many per chain
-        as the call's ``num_particles`` (a rung topped up pools several runs' particles)."""
+    def resample(self, rng_key, num_draws: int | None = None) -> np.ndarray:
+        """(chains, draws) indices drawn by weight from the user's key: ``num_draws`` per chain,
+        by default the call's ``num_particles`` (a topped-up rung pools several runs')."""
         keys = host_split(rng_key, len(self.results))
-        return np.stack([r.resample(k, r.num_particles // r.settings.get("num_runs", 1))
-                         for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
+        return np.stack([r.resample(k, num_draws or r.num_particles // r.settings.get(
+            "num_runs", 1)) for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
 
 
 @float64
@@ -174,7 +174,7 @@ def evidence(
     *,
     initial="auto",
     num_chains: int = 1,
-    num_particles: int = 512,
+    num_particles: int = NUM_PARTICLES,
     num_steps: int | None = None,
     target_se: float | None = None,
     max_num_steps: int = 100_000,
