@@ -31,6 +31,7 @@ import trust_suite
 import ppl_hais as ph
 from ppl_hais.annealing import survey
 from ppl_hais.annealing.execution import layout
+from ppl_hais.annealing.options import NUM_PARTICLES
 from ppl_hais.model.validation import product_of_experts
 
 CHAINS = (1, 2, 4)
@@ -87,7 +88,7 @@ def adapters_table(repeats):
     for adapter in ("numpyro", "pymc"):
         call = _caller(adapter)
         call(1, 0)  # the process's first call: compiles what any chain count shares
-        per_chain = 512 if adapter == "numpyro" else 1000
+        per_chain = NUM_PARTICLES  # both adapters' default
         base = None
         for chains in CHAINS:
             counter = _Programs()
