@@ -103,7 +103,8 @@ def bridge_sampling(
         the model): a mode no chain visited that holds more mass than the error bar allows
         warns (``modes``), stating by how many nats the estimate may be low.
     hais_kwargs : dict, optional
-        Keywords of the cross-check's forward anneal (``draws`` there is ``num_particles``).
+        Keywords of the cross-check's forward anneal (``num_particles``, ``num_steps``, ... as
+        ``php.sample_hais`` takes them).
 
     Returns
     -------

@@ -72,11 +72,12 @@ def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwar
             "return_inferencedata=False (a MultiTrace) is not supported: sample_hais returns "
             "ArviZ output (DataTree on ArviZ >= 1, InferenceData on 0.x)"
         )
-    # the draws are resampled from the particles: two of them give the error bar a spread
+    # draws bound the default particles (min(draws, 512)): the error bar needs two of them
     for name, value, least in (("draws", draws, 2), ("chains", chains, 1)):
         if isinstance(value, bool) or int(value) != value or value < least:
             need = "a positive integer" if least == 1 else f"an integer of at least {least}"
-            why = " (each chain's posterior draws)" if least > 1 else ""
+            why = " (the particles, min(draws, 512) by default: the error bar needs a spread)" \
+                if least > 1 else ""  # fmt: skip
             raise ValueError(f"{name} must be {need}{why}, got {value!r}")
     if cores is not None and (isinstance(cores, bool) or int(cores) != cores or cores < 1):
         raise ValueError(f"cores must be a positive integer or None, got {cores!r}")
