@@ -106,7 +106,8 @@ def main():
         def hais(draws, n, chains=1):
             label = f"{chains} chains × {draws}" if chains > 1 else f"{draws}"
             return (f"sample_hais ({label} particles, {n} temperatures)",
-                    dict(draws=draws, num_steps=n, chains=chains))  # fmt: skip
+                    dict(draws=draws, num_particles=draws, num_steps=n,
+                         chains=chains))  # fmt: skip
 
         variants = [
             hais(256, steps),
