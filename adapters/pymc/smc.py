@@ -76,8 +76,8 @@ def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwar
     for name, value, least in (("draws", draws, 2), ("chains", chains, 1)):
         if isinstance(value, bool) or int(value) != value or value < least:
             need = "a positive integer" if least == 1 else f"an integer of at least {least}"
-            why = " (the particles, min(draws, 512) by default: the error bar needs a spread)" \
-                if least > 1 else ""  # fmt: skip
+            why = (" (the particles, min(draws, 512) by default: the error bar needs a spread)"
+                   if least > 1 else "")  # fmt: skip
             raise ValueError(f"{name} must be {need}{why}, got {value!r}")
     if cores is not None and (isinstance(cores, bool) or int(cores) != cores or cores < 1):
         raise ValueError(f"cores must be a positive integer or None, got {cores!r}")
