@@ -164,6 +164,17 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
                               .split())  # fmt: skip
     for text in (guide, evidence_guide):
         assert f"a median {median:.1f} M gradients" in text
+    # the centered funnel's sentence: its right runs per adapter, and the suite's unwarned runs
+    # beyond 2 SE + 0.02 (all of them, said to be this row's)
+    centered = {r[1]: r for r in ours if r[0] == "centered funnel 10-D, weak data"}
+    said = re.search(r"a centered 10-D funnel with weak data on (\d+) through NumPyro and (\d+) "
+                     r"through PyMC", guide).groups()  # fmt: skip
+    assert said == tuple(centered[a][column].split("/")[0] for a in ("numpyro", "pymc"))
+    beyond = re.search(r"(\d+) unwarned runs? beyond 2 SE \+ 0.02", page).group(1)
+    row_beyond = sum(int(centered[a][names.index("beyond 2 SE + 0.02")]) for a in centered)
+    assert f"({beyond} such run of the suite's {runs}" in guide and int(beyond) == row_beyond
+    pymc_median = float(funnel["pymc"][names.index("gradients")].split("(")[1].rstrip(")"))
+    assert f"{pymc_median:.1f} M through PyMC" in evidence_guide
     column = names.index("bridged · forward right")
     bridged = sum(int(funnel[a][column].split(" · ")[0]) for a in funnel)
     assert f"two directions ({bridged} of {20 * len(funnel)})" in guide
