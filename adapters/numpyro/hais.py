@@ -291,9 +291,8 @@ class HAIS:
         self._require()
         rng_key = self._key_draws if rng_key is None else check_key(rng_key)
         key_idx, key_values = host_split(rng_key)
-        keys = host_split(key_idx, len(self.results))
-        zs = np.stack([r.particles[r.resample(k, num_samples or r.num_particles // r.settings.get(
-            "num_runs", 1))] for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
+        idx = self.evidence.resample(key_idx, num_draws=num_samples)
+        zs = np.stack([r.particles[i] for r, i in zip(self.results, idx, strict=True)])
         return self._flat(self._constrained(zs, key_values), group_by_chain)
 
     def get_weighted_samples(self, group_by_chain=False):
