@@ -178,3 +178,20 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     column = names.index("bridged · forward right")
     bridged = sum(int(funnel[a][column].split(" · ")[0]) for a in funnel)
     assert f"two directions ({bridged} of {20 * len(funnel)})" in guide
+
+
+def test_the_trust_guide_states_the_bias_check_page_on_the_experts():
+    """The trust guide's sentence on the Student-t experts' bias checks (every check's starts
+    redrawn, the bridge right where the estimate is) is what docs/bias_check.md shows."""
+    page = (README.parent / "docs" / "bias_check.md").read_text()
+    header = next(line for line in page.splitlines() if line.startswith("| model |"))
+    names = [c.strip() for c in header.strip("|").split("|")]
+    row = next([c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
+               if line.startswith("| Student-t experts"))  # fmt: skip
+    checked = int(row[names.index("checked")].split("/")[0])
+    redrawn = int(row[names.index("redrawn / could not run")].split(" / ")[0])
+    bridge, estimate = row[names.index("Bennett right / estimate right (checked)")].split(" / ")
+    assert checked > 0 and redrawn == checked and bridge == estimate
+    guide = " ".join((README.parent / "docs" / "guide" / "trust.md").read_text().split())
+    assert ("whose tails the MCMC misses, every check's starts are redrawn by the anneal's own "
+            "transition and the bridge agrees with the forward estimate") in guide
