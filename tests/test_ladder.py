@@ -138,7 +138,7 @@ def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_
     forward = ev.trajectory[-1].log_z
     assert exact - forward > 0.05  # the forward anneal is still low: the funnel's neck
     # its bias check ran (the budget allows no other rung): the estimate is the bridge of the
-    # forward and reverse anneals, closer (-0.27 -> -0.05 here, -0.02 on the oldest stack),
+    # forward and reverse anneals, closer (-0.16 -> -0.03 here, +0.01 on the oldest stack),
     # its figures stated about it
     assert ev.bridged and ev.log_z_forward == forward and ev.log_z == ev.bias.log_z_bennett
     assert ev.log_z == ev.trajectory[-1].bridge and ev.log_z_se == ev.bias.log_z_bennett_se
@@ -147,9 +147,9 @@ def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_
     assert (ev.shortfall, ev.excess) == bridge_figures(ev.trajectory, ev.log_z)
     assert "converged" in [c.split(":")[0] for c in ev.checks]
     assert f"The estimate given, {ev.log_z:.3f}, bridges this forward anneal" in ev.checks[-1]
-    with warnings.catch_warnings():  # key 16: the last two bridges 0.008 apart (oldest stack 0.06)
+    with warnings.catch_warnings():  # key 17: the last two bridges 0.011 apart (oldest stack 0.02)
         warnings.simplefilter("error", ph.EvidenceWarning)
-        more = evidence(jax.random.key(16), _TargetModel(f, 10), initial="prior",
+        more = evidence(jax.random.key(17), _TargetModel(f, 10), initial="prior",
                         num_particles=256, max_gradients=4 * budget, progress_bar=False,
                         local_steps=False)  # fmt: skip
     last, prev = more.trajectory[-1], more.trajectory[-2]
@@ -165,12 +165,13 @@ def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_
         texts)  # fmt: skip
     budget = 6_000_000
     # by default the 1000-temperature rung's failed bias and lag checks switch the next rung to
-    # per-particle step sizes (their pilot's gradients counted): -0.19 -> -0.03 here (key 8)
+    # per-particle step sizes (their pilot's gradients counted): the last rung's forward
+    # estimate -0.22 -> +0.09 here (key 26)
     with warnings.catch_warnings():  # its bridge is right and may be cleared (oldest stack)
         warnings.simplefilter("ignore", ph.EvidenceWarning)
-        sw = evidence(jax.random.key(8), _TargetModel(f, 10), initial="prior",
+        sw = evidence(jax.random.key(26), _TargetModel(f, 10), initial="prior",
                       num_particles=256, max_gradients=budget, progress_bar=False)  # fmt: skip
-        ev = evidence(jax.random.key(8), _TargetModel(f, 10), initial="prior",
+        ev = evidence(jax.random.key(26), _TargetModel(f, 10), initial="prior",
                       num_particles=256, max_gradients=budget, progress_bar=False,
                       local_steps=False)  # fmt: skip
     assert exact - ev.trajectory[-1].log_z > 0.15
@@ -260,19 +261,19 @@ def test_a_second_call_begins_where_the_first_calls_ladder_stopped(monkeypatch):
     first = call(103)
     below, last = first.trajectory[:-1], first.trajectory[-1]
     assert len(below) >= 1 and not any(r.remembered for r in first.trajectory)
-    again = call(104)
+    again = call(106)
     assert again.trajectory[: len(below)] == tuple(r._replace(remembered=True) for r in below)
     resumed = again.trajectory[len(below)]
     assert resumed.num_steps == last.num_steps and not resumed.remembered
     assert resumed.gradients < last.gradients  # no pilot and no rung below spent again
     monkeypatch.setenv("PPL_HAIS_REMEMBER", "0")
-    cold = call(104)  # the same key climbing from 250: the same run at the same rung
+    cold = call(106)  # the same key climbing from 250: the same run at the same rung
     monkeypatch.delenv("PPL_HAIS_REMEMBER")
     at = [r for r in cold.trajectory if r.num_steps == last.num_steps]
     # the same run and bias check; what the rules conclude reads the rungs below, which differ
     assert at and (at[0].log_z, at[0].bias_gap) == (resumed.log_z, resumed.bias_gap)
     memory.forget()
-    assert not call(104).trajectory[0].remembered
+    assert not call(106).trajectory[0].remembered
     memory.forget()
 
 
@@ -482,15 +483,16 @@ def test_a_banana_whose_weights_fail_is_cleared_by_the_joint_decision_and_right(
 
 
 def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_high():
-    """The banana over a fixed 1000 temperatures: key 0's weights fail k̂ and lag 0.02 nat off
-    while its bias check agrees (gap 0.013, 0.010 on the oldest stack), so it comes without a
+    """The banana over a fixed 1000 temperatures: key 2's weights fail k̂ and lag 0.02 nat off
+    while its bias check agrees (gap 0.009, 0.006 on the oldest stack), so it comes without a
     warning and with a finite SE that covers log Z = 0 (such runs once warned with SE = inf);
-    key 34 drew a dominating weight, 0.11 nat high, and its reverse anneal lies 0.10 below,
-    beyond the ``CLEAR_GAP`` that the check's agreement needs: still warned."""
+    key 7 drew a dominating weight, 0.29 nat high (0.40 on the oldest stack), and its reverse
+    anneal lies 0.34 below, beyond the ``CLEAR_GAP`` that the check's agreement needs: still
+    warned."""
     model = _TargetModel(_banana, 2, 3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ph.EvidenceWarning)
-        ev = evidence(jax.random.key(0), model, num_steps=1000, progress_bar=False)
+        ev = evidence(jax.random.key(2), model, num_steps=1000, progress_bar=False)
     assert set(ev.cleared) == {"pareto_k", "lag"} and not ev.checks
     assert [r.num_steps for r in ev.trajectory] == [1000]  # fixed: one run, no ladder
     assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
@@ -504,7 +506,7 @@ def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_hig
     assert not bool(ss["evidence_warning"].any()) and ev.results[0].warning
     assert float(ss["chain_log_marginal_likelihood"][0]) == ev.results[0].log_z
     with pytest.warns(ph.EvidenceWarning, match="pareto_k"):
-        high = evidence(jax.random.key(34), model, num_steps=1000, progress_bar=False)
+        high = evidence(jax.random.key(7), model, num_steps=1000, progress_bar=False)
     assert high.log_z > 0.1 and high.bias_gap < -CLEAR_GAP and not high.cleared
 
 

@@ -398,11 +398,11 @@ def _cauchy_product(dim=10):
 
 def test_heavy_tails_the_particles_never_reach_warn_by_lag():
     """A Cauchy target from N(0, I): the mass far out is never reached, the weights look
-    healthy (k̂ = 0.43 for this seed) and the SE is small (0.05), yet the estimate is 0.24 nats
-    low. The lag check is what says so. (Over seeds 0–23 it fired in 24 of 24 runs; k̂ let 3
+    healthy (k̂ = 0.31 for this seed) and the SE is small (0.04), yet the estimate is 0.31 nats
+    low. The lag check is what says so. (Over seeds 0–23 it fired in 24 of 24 runs; k̂ let 9
     of them through, this one among them.)"""
     target, exact = _cauchy_product()
-    res, found = _run(ph.hais, jax.random.key(5), target, num_particles=512, num_steps=1000,
+    res, found = _run(ph.hais, jax.random.key(6), target, num_particles=512, num_steps=1000,
                       progress_bar=False)  # fmt: skip
     assert res.log_z - exact < -(3 * res.log_z_se + 0.05)  # a miss the SE does not cover
     assert res.pareto_k < diagnostics.KHAT_WARN  # ... that k̂ alone lets through

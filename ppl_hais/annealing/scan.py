@@ -45,11 +45,24 @@ BIN_STEPS = 8  # temperatures per bin of the scan; the host merges bins into ``n
 SCALE_ROWS = 256
 
 
-def _finite_std(x):
+TRIM = 32  # the spread leaves out the 1/TRIM of finite values farthest from their median
+
+
+def _trimmed_std(x):
+    """The standard deviation of the finite values of ``x`` less the ``n // TRIM`` (at least
+    one) farthest from their median. It spaces the adaptive schedule, which should follow the
+    bulk of the particles: one particle far in a heavy tail (a half-Cauchy scale's) would
+    otherwise set the spread of all, and crowd the schedule's temperatures near β = 0."""
     ok = jnp.isfinite(x)
-    n = jnp.maximum(jnp.sum(ok), 1)
-    mean = jnp.sum(jnp.where(ok, x, 0.0)) / n
-    return jnp.sqrt(jnp.sum(jnp.where(ok, x - mean, 0.0) ** 2) / n)
+    n = jnp.sum(ok)
+    median = jnp.nanmedian(jnp.where(ok, x, jnp.nan))
+    distance = jnp.where(ok, jnp.abs(x - median), jnp.inf)
+    drop = jnp.maximum(n // TRIM, 1)
+    cut = jnp.sort(distance)[jnp.maximum(n - drop - 1, 0)]
+    keep = ok & (distance <= cut)
+    m = jnp.maximum(jnp.sum(keep), 1)
+    mean = jnp.sum(jnp.where(keep, x, 0.0)) / m
+    return jnp.sqrt(jnp.sum(jnp.where(keep, x - mean, 0.0) ** 2) / m)
 
 
 def anneal(
@@ -272,7 +285,7 @@ def _temperature(run, inner, xs):
     )
     inner = (Carry(states, log_w, offset, nonfinite, grads), sums)
     spread = _when(run.record,
-                   lambda: _finite_std(jnp.where(run.valid, states.potential.log_ratio, jnp.nan)),
+                   lambda: _trimmed_std(jnp.where(run.valid, states.potential.log_ratio, jnp.nan)),
                    lambda: jnp.zeros((), dtype))  # fmt: skip
     return inner, (step_log, spread)
 
