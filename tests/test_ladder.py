@@ -517,8 +517,8 @@ def test_the_trajectory_reaches_arviz_compare_and_the_plot():
     from ppl_hais.arviz import group
 
     f, _ = _funnel()
-    with pytest.warns(ph.EvidenceWarning):  # key 7: its bridge warned, 0.05 low
-        ev = evidence(jax.random.key(7), _TargetModel(f, 10), initial="prior",
+    with pytest.warns(ph.EvidenceWarning):  # key 19: its bridge warned, 0.05 low (oldest: high)
+        ev = evidence(jax.random.key(19), _TargetModel(f, 10), initial="prior",
                       num_particles=256, max_gradients=6_000_000, progress_bar=False)  # fmt: skip
     idata = ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 10))}, checks=ev.checks,
                               bias=ev.bias, trajectory=ev.trajectory, evidence=ev)  # fmt: skip
