@@ -56,3 +56,22 @@ def test_adaptive_schedule_checks_its_input():
         ph.adaptive_schedule(np.linspace(0, 1, 5), np.ones(4), 10)
     with pytest.raises(ValueError, match="increase from 0 to 1"):
         ph.adaptive_schedule(np.linspace(0.1, 1, 5), np.ones(5), 10)
+
+
+def test_the_pilots_spread_follows_the_bulk_of_the_particles():
+    """The spread that spaces the adaptive schedule leaves out the particles farthest from the
+    median (1 in 32, at least one): one log ratio far in a heavy tail among 64 moves it by
+    little, where it multiplies the plain standard deviation; values that are not finite are
+    not counted; with nothing to leave out it is the plain standard deviation of the rest."""
+    import jax.numpy as jnp
+
+    from ppl_hais.annealing.scan import _trimmed_std
+
+    bulk = np.random.default_rng(0).normal(size=63)
+    tail = np.append(bulk, 1000.0)
+    assert float(_trimmed_std(jnp.asarray(tail))) == pytest.approx(np.std(bulk), rel=0.1)
+    assert np.std(tail) > 50 * np.std(bulk)
+    with_nan = np.concatenate([tail, [np.nan, -np.inf]])
+    assert float(_trimmed_std(jnp.asarray(with_nan))) == float(_trimmed_std(jnp.asarray(tail)))
+    far = np.abs(bulk - np.median(bulk)).argmax()
+    assert float(_trimmed_std(jnp.asarray(bulk))) == pytest.approx(np.std(np.delete(bulk, far)))
