@@ -101,6 +101,14 @@ def test_every_public_name_has_an_api_page(tmp_path):
             assert f"[`{attr}`]" in text, (module, attr)
 
 
+def test_the_evidence_guide_states_the_pilots_trimmed_spread():
+    """The guide's "one in 32" is the fraction the pilot's spread leaves out (``scan.TRIM``)."""
+    from ppl_hais.annealing import scan
+
+    guide = " ".join((README.parent / "docs" / "guide" / "evidence.md").read_text().split())
+    assert f"farthest from the rest (one in {scan.TRIM})" in guide
+
+
 def test_the_readme_states_the_cost_over_dimension_page_as_it_is():
     """README's bound on a warm call's cost over its bare gradients (50 coefficients and up) is
     the page's largest ratio rounded up (docs/cost_over_dim.md, written by ``make bench``)."""
