@@ -253,3 +253,28 @@ def test_persistent_cache_switch_and_unwritable_dir(tmp_path):
     bad = _probe({"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": str(blocked / "x")})
     assert "DIR None" in bad.stdout
     assert bad.stderr.count("cannot be written") == 1  # warned once, and the run went on
+
+
+def test_a_rung_topped_up_with_particles_compiles_nothing_new(executables):
+    """A rung whose weights pass at an SE above 0.05 nat anneals the particles that SE asks
+    for (ppl_hais.workflow.runs) in whole groups of the pilot's size: the pilot, the rung and
+    its top-ups run one program."""
+    from ppl_hais.evidence import evidence
+    from ppl_hais.model.density import SplitDensity
+
+    class Wide(SplitDensity):  # log Z = 10 · log N(0.5; 0, 3² + 1)
+        dim, improper, prior = 10, (), ph.Gaussian(jnp.zeros(10), 3.0)
+
+        def log_parts(self, z):
+            like = -0.5 * jnp.sum((0.5 - z) ** 2) - 5 * jnp.log(2 * jnp.pi)
+            return self.prior.log_prob(z), like
+
+    exact = 10 * (-0.5 * 0.25 / 10.0 - 0.5 * np.log(2 * np.pi * 10.0))
+    with execution.using_cores(2):  # a unit of two groups of 64 particles
+        ev = evidence(jax.random.key(0), Wide(), initial="prior", num_particles=256,
+                      bias_check=False, progress_bar=False)  # fmt: skip
+    res = ev.results[0]  # SE 0.05-0.06 at 256 particles: 128 more, not 256
+    assert res.settings["num_runs"] > 1 and res.settings["run_particles"] == 256
+    assert res.num_particles % 128 == 0 and res.num_particles < 2 * 256
+    assert ev.log_z_se <= 0.05 and abs(ev.log_z - exact) < 4 * ev.log_z_se
+    assert executables() == 1

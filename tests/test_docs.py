@@ -8,6 +8,7 @@ import pkgutil
 import re
 from pathlib import Path
 
+import jax
 import pytest
 
 import ppl_hais as ph
@@ -107,6 +108,22 @@ def test_the_evidence_guide_states_the_pilots_trimmed_spread():
 
     guide = " ".join((README.parent / "docs" / "guide" / "evidence.md").read_text().split())
     assert f"farthest from the rest (one in {scan.TRIM})" in guide
+
+
+def test_the_evidence_guide_states_a_top_up_as_the_workflow_sizes_it(monkeypatch):
+    """The guide's example top-up (0.052 at 512 particles: 42 more, one unit of 128) is what
+    ``runs.more_particles`` asks for, and 128 the unit on two cores."""
+    from ppl_hais.annealing import execution
+    from ppl_hais.workflow import runs
+
+    guide = " ".join((README.parent / "docs" / "guide" / "evidence.md").read_text().split())
+    assert "An SE of 0.052 at 512 particles asks for 42 more: a unit of 128 on two cores" in guide
+    assert math.ceil(512 * (0.052**2 / runs.PRECISE_SE**2 - 1)) == 42
+    assert runs.more_particles(0.052, 512, unit=128, cost=1, room=1e9) == 128
+    assert f"at most {runs.MAX_PARTICLES}× the call's" in guide
+    monkeypatch.delenv("PPL_HAIS_CPU_THREADS", raising=False)  # set by pytest -n
+    with execution.using_cores(2):
+        assert execution.top_up_unit(512) == (128 if jax.default_backend() == "cpu" else 512)
 
 
 def test_the_readme_states_the_cost_over_dimension_page_as_it_is():

@@ -80,19 +80,20 @@ def test_an_easy_model_takes_one_rung_and_counts_every_gradient():
 
 def test_a_passing_rung_whose_se_particles_bound_is_topped_up_with_particles():
     """A 10-D Gaussian from the prior with 64 particles: the first rung's weights pass at
-    an SE above ``PRECISE_SE``; the ladder runs the same 250 temperatures again with fresh
-    keys (no more temperatures) and pools the particles, to an SE at most ``PRECISE_SE``,
-    each run's gradients counted. A fixed ``num_steps`` makes one run, as it says."""
+    an SE above ``PRECISE_SE``; the ladder anneals more particles over the same 250
+    temperatures with fresh keys (no more temperatures) and pools them, to an SE at most
+    ``PRECISE_SE``, every particle's gradients counted. A fixed ``num_steps`` makes one run,
+    as it says."""
     f, exact = _gaussian(10, 3.0)
     model = _TargetModel(f, 10)
     run = dict(num_particles=64, initial="prior", progress_bar=False)
     ev = evidence(jax.random.key(1), model, **run)
     (rung,) = ev.trajectory
-    runs = ev.results[0].settings["num_runs"]
-    assert rung.num_steps == 250 and runs > 1 and ev.results[0].num_particles == 64 * runs
+    res = ev.results[0]
+    assert rung.num_steps == 250 and res.settings["num_runs"] > 1 and res.num_particles > 64
+    assert res.settings["run_particles"] == 64
     assert not ev.checks and ev.log_z_se <= PRECISE_SE and abs(ev.log_z - exact) < 4 * ev.log_z_se
-    per_run = 64 * ev.results[0].settings["gradients_per_particle"]
-    assert ev.gradients > runs * per_run
+    assert ev.gradients > res.num_particles * res.settings["gradients_per_particle"]
     fixed = evidence(jax.random.key(1), model, num_steps=250, **run)
     assert "num_runs" not in fixed.results[0].settings and fixed.log_z_se > PRECISE_SE
     assert fixed.results[0].num_particles == 64

@@ -12,7 +12,13 @@ from scipy.special import logsumexp
 
 from ppl_hais.diagnostics import lag_correlation
 from ppl_hais.results.result import AISResult, AnnealingTrace
-from ppl_hais.workflow.runs import MAX_RUNS, PRECISE_SE, pooled_checks, repeats_for, topped_up
+from ppl_hais.workflow.runs import (
+    MAX_PARTICLES,
+    PRECISE_SE,
+    more_particles,
+    pooled_checks,
+    topped_up,
+)
 
 
 def _run(rng, num=256, heavy=False, log_z_initial=0.5, steps=10):
@@ -51,36 +57,64 @@ def test_pooled_runs_are_one_run_of_all_their_particles():
     assert AISResult.pooled([both, _run(rng)]).settings["num_runs"] == 4
 
 
-def test_repeats_for_aims_at_the_precise_se_within_the_budget():
-    assert repeats_for(PRECISE_SE, cost=1, room=100) == 0
-    assert repeats_for(float("inf"), cost=1, room=100) == 0  # no SE to aim from
-    assert repeats_for(0.08, cost=1, room=100) == 2  # 0.08² / 0.05² = 2.56 runs → 3
-    assert repeats_for(0.06, runs=3, cost=1, room=100) == 2  # 3 × 1.44 = 4.32 → 5
-    assert repeats_for(1.0, cost=1, room=100) == MAX_RUNS - 1
-    assert repeats_for(0.08, cost=10, room=15) == 1 and repeats_for(0.08, cost=10, room=9) == 0
+def test_pooled_runs_of_different_sizes_weigh_each_particle_once():
+    rng = np.random.default_rng(2)
+    big, small = _run(rng, num=256), _run(rng, num=64)
+    both = AISResult.pooled([big, small])
+    lw = np.concatenate([big.log_weights, small.log_weights])
+    assert both.log_z == pytest.approx(logsumexp(lw) - math.log(320) + 0.5, abs=1e-12)
+    want = logsumexp([big.trace.log_z, small.trace.log_z], axis=0, b=[[0.8], [0.2]])
+    assert np.allclose(both.trace.log_z, want)
+    out = 0.8 * big.outside_initial + 0.2 * small.outside_initial
+    assert both.outside_initial == pytest.approx(out)
+    # the call's particles per chain: the first run's, however many top-ups follow
+    assert both.settings["run_particles"] == 256
+    assert AISResult.pooled([both, _run(rng, num=128)]).settings["run_particles"] == 256
+
+
+def test_more_particles_aims_at_the_precise_se_in_whole_units_within_the_budget():
+    assert more_particles(PRECISE_SE, 512, unit=128, cost=1, room=1e9) == 0
+    assert more_particles(float("inf"), 512, unit=128, cost=1, room=1e9) == 0  # no SE to aim from
+    # 512 × (0.052² / 0.05² − 1) = 42 particles: one unit, not a second run of 512
+    assert more_particles(0.052, 512, unit=128, cost=1, room=1e9) == 128
+    assert more_particles(0.08, 512, unit=128, cost=1, room=1e9) == 896  # 799 → 7 units
+    assert more_particles(0.08, 512, unit=512, cost=1, room=1e9) == 1024  # whole runs
+    assert more_particles(1.0, 512, unit=128, cost=1, room=1e9, most=3584) == 3584
+    assert more_particles(0.08, 512, unit=128, cost=10, room=2600) == 256  # the budget
+    assert more_particles(0.08, 512, unit=128, cost=10, room=1279) == 0
 
 
 def test_topped_up_reaches_the_precise_se_with_fresh_keys_and_counts_its_gradients():
     rng = np.random.default_rng(1)
-    keys = []
+    keys, sizes = [], []
 
-    def run(key):
+    def run(key, num_particles):
         seed = [int(x) for x in np.asarray(jax.random.key_data(key)).ravel()]
         keys.append(tuple(seed))
-        return [_run(np.random.default_rng(seed), num=256)]
+        sizes.append(num_particles)
+        return [_run(np.random.default_rng(seed), num=num_particles)]
 
     first = [_run(rng, num=256)]
     se = first[0].log_z_se
     assert not first[0].checks and se > PRECISE_SE  # about √(2/256) = 0.088
-    out, spent = topped_up(jax.random.key(3), first, run, room=1e9)
+    out, spent = topped_up(jax.random.key(3), first, run, room=1e9, unit=64)
     assert PRECISE_SE * 0.8 < out[0].log_z_se <= PRECISE_SE
     runs = out[0].settings["num_runs"]
-    assert runs - 1 == len(keys) == spent // 2560 and len(set(keys)) == len(keys)
-    assert runs >= math.ceil((se / PRECISE_SE) ** 2) and out[0].num_particles == 256 * runs
-    # the budget stops it: room for one more run
-    out, spent = topped_up(jax.random.key(3), first, run, room=2560)
-    assert out[0].settings["num_runs"] == 2 and spent == 2560
+    assert runs - 1 == len(keys) == len(sizes) and len(set(keys)) == len(keys)
+    assert all(n % 64 == 0 for n in sizes) and spent == 10 * sum(sizes)
+    assert out[0].num_particles == 256 + sum(sizes) >= 256 * (se / PRECISE_SE) ** 2 * 0.9
+    assert out[0].settings["run_particles"] == 256
+    # the budget stops it: room for 128 more particles
+    keys.clear(), sizes.clear()
+    out, spent = topped_up(jax.random.key(3), first, run, room=1280, unit=64)
+    assert sizes == [128] and out[0].num_particles == 384 and spent == 1280
+    # at most MAX_PARTICLES times the run's particles however large the SE
+    sizes.clear()
+    small = [_run(rng, num=64)]  # SE about √(2/64) = 0.18: 0.18² / 0.05² = 13 × the particles
+    assert not pooled_checks(small)
+    out, _ = topped_up(jax.random.key(3), small, run, room=1e9, unit=64)
+    assert out[0].num_particles == MAX_PARTICLES * 64 and sizes
     # weights that fail a check are not topped up (more temperatures, not particles)
     heavy = [_run(rng, num=256, heavy=True)]
     assert pooled_checks(heavy)
-    assert topped_up(jax.random.key(3), heavy, run, room=1e9) == (heavy, 0)
+    assert topped_up(jax.random.key(3), heavy, run, room=1e9, unit=64) == (heavy, 0)

@@ -146,6 +146,19 @@ def layout(num_particles):
     return 1, num_particles
 
 
+def top_up_unit(num_particles, num_chains=1, num_devices=1) -> int:
+    """The fewest particles a chain's top-up run (:mod:`ppl_hais.workflow.runs`) takes without
+    compiling a new anneal: on one CPU device, whole groups of ``GROUP_PARTICLES`` (the pilot's
+    program), as many as :func:`layout` needs for a population of pilot-sized groups (one per
+    core pair), shared among the chains, which run as one population; a main run smaller than
+    that, or sharded over several devices (where each population size is a program), in whole
+    runs of ``num_particles``."""
+    if num_devices > 1 or jax.default_backend() != "cpu":
+        return int(num_particles)
+    groups = -(-max(_two_per_core() // 2, 1) // max(int(num_chains), 1))
+    return int(min(num_particles, GROUP_PARTICLES * groups))
+
+
 def concurrent_groups() -> int:
     """How many particle groups run at once on CPU: eight per core (capped as
     :func:`layout`'s groups are). With groups of 64 for every population, four

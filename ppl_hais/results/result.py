@@ -246,7 +246,8 @@ class AISResult:
     def pooled(cls, runs: Sequence[AISResult]) -> AISResult:
         """One result from independent forward runs over one schedule: their particles and
         weights together, as one run of all their particles would give (its trace: the runs'
-        mean acceptance and step size, summed ESS, pooled running log Ẑ).
+        acceptance and step size averaged over their particles, summed ESS, pooled running
+        log Ẑ). ``settings["run_particles"]`` keeps the first run's size (the call's).
 
         >>> import jax, jax.numpy as jnp, ppl_hais as ph
         >>> t = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
@@ -264,23 +265,28 @@ class AISResult:
             return None if any(p is None for p in parts) else np.concatenate(parts)
 
         traces = [r.trace for r in runs]
+        size = np.array([r.num_particles for r in runs], float)  # runs may differ in size
+        share = (size / size.sum())[:, None]
         trace = AnnealingTrace(
             first.trace.beta,
-            np.mean([t.acceptance_rate for t in traces], axis=0),
-            np.mean([t.step_size for t in traces], axis=0),
+            np.sum(share * [t.acceptance_rate for t in traces], axis=0),
+            np.sum(share * [t.step_size for t in traces], axis=0),
             np.sum([t.ess for t in traces], axis=0),
-            logsumexp([t.log_z for t in traces], axis=0) - np.log(len(runs)),
+            logsumexp([t.log_z for t in traces], axis=0, b=share),
         )
-        outside = [r.outside_initial for r in runs]
-        settings = dict(first.settings, num_particles=sum(r.num_particles for r in runs),
-                        num_runs=sum(r.settings.get("num_runs", 1) for r in runs))  # fmt: skip
+        outside = np.array([r.outside_initial for r in runs], float)
+        seen = ~np.isnan(outside)
+        settings = dict(first.settings, num_particles=int(size.sum()),
+                        num_runs=sum(r.settings.get("num_runs", 1) for r in runs),
+                        run_particles=first.settings.get("run_particles",
+                                                         first.num_particles))  # fmt: skip
         return cls.from_log_weights(
             cat("log_weights"), particles=cat("particles"), betas=first.betas, trace=trace,
             num_nonfinite=sum(r.num_nonfinite for r in runs),
             particle_nonfinite=cat("particle_nonfinite"), log_z_initial=first.log_z_initial,
             settings=settings, wall_time=sum(r.wall_time for r in runs),
             final_log_ratio=cat("final_log_ratio"),
-            outside=None if np.all(np.isnan(outside)) else float(np.nanmean(outside)),
+            outside=float(np.average(outside[seen], weights=size[seen])) if seen.any() else None,
         )  # fmt: skip
 
     @property

@@ -161,10 +161,10 @@ class Evidence:
 
     def resample(self, rng_key, num_draws: int | None = None) -> np.ndarray:
         """(chains, draws) indices drawn by weight from the user's key: ``num_draws`` per chain,
-        by default the call's ``num_particles`` (a topped-up rung pools several runs')."""
+        by default the call's ``num_particles`` (a topped-up rung pools more)."""
         keys = host_split(rng_key, len(self.results))
-        return np.stack([r.resample(k, num_draws or r.num_particles // r.settings.get(
-            "num_runs", 1)) for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
+        return np.stack([r.resample(k, num_draws or r.settings.get("run_particles",
+            r.num_particles)) for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
 
 
 @float64
@@ -195,8 +195,8 @@ def evidence(
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
     (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
-    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.05 nat runs its
-    temperatures again with fresh keys and pools the particles (:mod:`ppl_hais.workflow.runs`;
+    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.05 nat anneals the
+    particles that SE asks for over its temperatures and pools them (:mod:`ppl_hais.workflow.runs`;
     ``settings["num_runs"]``); after a rung of 1000 or more whose bias check found over 0.1
     nat missing while its lag check failed, the rungs give each particle a step size of its
     own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).

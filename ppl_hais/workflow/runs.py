@@ -4,26 +4,35 @@ pass every check but their SE is above ``PRECISE_SE``.
 A rung of the convergence ladder (:mod:`ppl_hais.ladder`) anneals the chains once. Where their
 weights pass every check while the pooled standard error exceeds ``PRECISE_SE`` (half the
 suite's "right", 0.1 nat), the estimate is limited by particles, not by temperatures: more
-temperatures shrink a bias, not the particles' noise. :func:`topped_up` then runs the same
-schedule again with fresh keys, as many times as the SE predicts (its square falls as 1/runs)
-within the gradient budget (less a bias check's predicted cost) and ``MAX_RUNS``, and pools
-each chain's runs into one result of all their particles (:meth:`~ppl_hais.AISResult.pooled`);
-nothing new compiles. The top-up comes before the rung's bias check, whose noise then shrinks
-with it: a check that the forward estimate's noise left inconclusive at 250 temperatures
-(``ladder.settled``) would send the ladder to 4× the temperatures. Pooled weights that now
-fail a check send the ladder on, as a failed rung does. On the trust suite's 36-D
-Student-t experts through NumPyro (512 particles, SEs 0.06–0.12 at 250 temperatures) a call
-in 20 had ended 0.1 nat or more off, within its SE; topped up, none did, at fewer gradients
-(docs/trust_suite.md). A floor met by temperatures instead had cost the centered
-funnel 3× its gradients for an SE that particles bound.
+temperatures shrink a bias, not the particles' noise. :func:`topped_up` then anneals as many
+more particles over the same schedule, with fresh keys, as the SE predicts (its square falls
+as 1/particles), in whole units that compile nothing new
+(:func:`~ppl_hais.annealing.execution.top_up_unit`: groups of the pilot's size on CPU) within
+the gradient budget (less a bias check's predicted cost) and ``MAX_PARTICLES`` times the run's,
+and pools each chain's runs into one result of all their particles
+(:meth:`~ppl_hais.AISResult.pooled`). Whole runs overshoot: an SE of 0.052 took a second run
+of all the particles (twice the cost, SE 0.037) where an eighth of them more reach 0.05.
+
+The top-up comes before the rung's bias check, whose noise then shrinks with it: a check that
+the forward estimate's noise left inconclusive at 250 temperatures (``ladder.settled``) would
+send the ladder to 4× the temperatures. Pooled weights that now fail a check send the ladder
+on, as a failed rung does. On the trust suite's 36-D Student-t experts through NumPyro (512
+particles, SEs 0.06–0.12 at 250 temperatures) a call in 20 had ended 0.1 nat or more off,
+within its SE; topped up, none did, at fewer gradients (docs/trust_suite.md). A floor met by
+temperatures instead had cost the centered funnel 3× its gradients for an SE that particles
+bound.
 
 Example
 -------
->>> from ppl_hais.workflow.runs import repeats_for
->>> repeats_for(0.03, cost=1, room=100), repeats_for(0.08, cost=1, room=100)  # 0.08²/0.05² → 3
-(0, 2)
->>> repeats_for(0.2, cost=1, room=100), repeats_for(0.08, cost=1, room=1)  # MAX_RUNS, budget
-(7, 1)
+>>> from ppl_hais.workflow.runs import more_particles
+>>> more_particles(0.03, 512, unit=128, cost=1, room=1e9)  # precise already
+0
+>>> more_particles(0.052, 512, unit=128, cost=1, room=1e9)  # 512 × (0.052² / 0.05² − 1) = 42
+128
+>>> more_particles(0.08, 512, unit=128, cost=1, room=1e9)  # 800 → whole units of 128
+896
+>>> more_particles(0.08, 512, unit=128, cost=1, room=300)  # what the budget allows
+256
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from functools import partial
 
 import numpy as np
 
+from ..annealing.execution import top_up_unit
 from ..checks import diagnostics
 from ..checks.ladder import Rung, cleared_se
 from ..estimate.annealers import anneal
@@ -43,12 +53,12 @@ from ..results.result import AISResult
 from ..stats.estimators import disagreement
 from .budget import main_gradients
 
-__all__ = ["MAX_RUNS", "PRECISE_SE", "chains", "check_names", "cleared", "largest",
-           "pooled_checks", "record", "repeats_for", "topped_up"]  # fmt: skip
+__all__ = ["MAX_PARTICLES", "PRECISE_SE", "chains", "check_names", "cleared", "largest",
+           "more_particles", "pooled_checks", "record", "topped_up"]  # fmt: skip
 
 PRECISE_SE = 0.05  # nats: a rung whose weights pass is topped up with particles to this SE
-MAX_RUNS = 8  # runs of one rung at most (its particles at most 8×, its SE down by √8)
-_KEYS = 7919  # the repeats' keys: the rung's key folded with this + i (rungs fold 1, 2, …)
+MAX_PARTICLES = 8  # a topped-up rung's particles at most this many times its run's (SE ÷ √8)
+_KEYS = 7919  # the top-ups' keys: the rung's key folded with this + i (rungs fold 1, 2, …)
 
 
 def chains(key, target, kernel, pilot, options, num_chains, num_particles, num_steps,
@@ -80,31 +90,40 @@ def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:
     return tuple(checks)
 
 
-def repeats_for(se: float, *, runs: int = 1, cost: int, room: float) -> int:
-    """How many more runs bring the SE ``se`` of ``runs`` pooled runs to ``PRECISE_SE`` (its
-    square falls as 1/runs): at most ``MAX_RUNS`` in all, and what ``room`` gradients allow at
-    ``cost`` a run."""
+def more_particles(se: float, num: int, *, unit: int, cost: float, room: float,
+                   most: float = float("inf")) -> int:  # fmt: skip
+    """How many more particles (a chain) bring the SE ``se`` of ``num`` pooled particles to
+    ``PRECISE_SE`` (its square falls as 1/particles), in whole ``unit``s: at most ``most``
+    and what ``room`` gradients allow at ``cost`` a particle."""
     if not (np.isfinite(se) and se > PRECISE_SE):
         return 0
-    wanted = math.ceil(runs * (se / PRECISE_SE) ** 2 - 1e-9) - runs
-    return int(max(min(wanted, MAX_RUNS - runs, room // max(cost, 1)), 0))
+    wanted = math.ceil(num * ((se / PRECISE_SE) ** 2 - 1) / unit - 1e-9)
+    allowed = min(most, room // max(cost, 1e-300)) // unit
+    return int(max(min(wanted, allowed), 0) * unit)
 
 
-def topped_up(key, results, run, *, room) -> tuple[list[AISResult], int]:
-    """The rung's chains topped up with runs of ``run(key)`` (one run of every chain) while
-    their weights pass every check and their pooled SE exceeds ``PRECISE_SE`` (module
+def topped_up(key, results, run, *, room, unit=None) -> tuple[list[AISResult], int]:
+    """The rung's chains topped up with runs of ``run(key, num_particles=k)`` (every chain,
+    ``k`` a multiple of ``unit``, by default :func:`~ppl_hais.annealing.execution.top_up_unit`)
+    while their weights pass every check and their pooled SE exceeds ``PRECISE_SE`` (module
     docstring), within ``room`` gradients; each chain's runs pooled into one result. Returns
-    the chains and the gradients the repeats spent."""
-    pooled, spent, done, cost = list(results), 0, 1, main_gradients(results)
+    the chains and the gradients the top-ups spent."""
+    pooled, spent, done = list(results), 0, 1
+    first = results[0].num_particles
+    if unit is None:
+        unit = top_up_unit(first, len(results), results[0].settings.get("num_devices", 1))
+    cost = main_gradients(results) / first  # gradients per particle of every chain
     while not pooled_checks(pooled):
         _, var = diagnostics.pool([r.log_z for r in pooled], [r.log_z_se for r in pooled])
-        more = repeats_for(math.sqrt(var), runs=done, cost=cost, room=room - spent)
+        num = pooled[0].num_particles
+        more = more_particles(math.sqrt(var), num, unit=unit, cost=cost, room=room - spent,
+                              most=MAX_PARTICLES * first - num)  # fmt: skip
         if more < 1:
             break
-        runs = [run(host_fold_in(key, _KEYS + done + i)) for i in range(more)]
-        spent += sum(main_gradients(r) for r in runs)
-        pooled = [AISResult.pooled([p, *rs]) for p, *rs in zip(pooled, *runs, strict=True)]
-        done += more
+        runs = run(host_fold_in(key, _KEYS + done), num_particles=more)
+        spent += main_gradients(runs)
+        pooled = [AISResult.pooled([p, r]) for p, r in zip(pooled, runs, strict=True)]
+        done += 1
     return pooled, spent
 
 
