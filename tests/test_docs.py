@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from scipy import stats
 
 import ppl_hais as ph
 
@@ -198,6 +199,16 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     beyond = re.search(r"(\d+) unwarned runs? beyond 2 SE \+ 0.02", page).group(1)
     row_beyond = sum(int(centered[a][names.index("beyond 2 SE + 0.02")]) for a in centered)
     assert f"({beyond} such run of the suite's {runs}" in guide and int(beyond) == row_beyond
+    # ... at an honest SE (the PyMC row's median SE, near its rms error), 2 SE + 0.02 is
+    # 2 + 0.02 / SE of them, which a normal error exceeds one run in so many
+    se = float(centered["pymc"][names.index("median SE")])
+    rms = float(re.search(r"\| centered funnel 10-D, weak data \| [^|]+ \| \d+/\d+ right, rms "
+                          r"([\d.]+)", page).group(1))  # fmt: skip
+    bound = 2 + 0.02 / se
+    odds = 1 / (2 * stats.norm.sf(bound))
+    assert f"at an honest SE of {se:.3f} that bound is {bound:.1f} SEs" in guide
+    assert f"about one run in {5 * round(odds / 5)} exceeds by chance" in guide
+    assert abs(rms / se - 1) < 0.25
     pymc_median = float(funnel["pymc"][names.index("gradients")].split("(")[1].rstrip(")"))
     assert f"{pymc_median:.1f} M through PyMC" in evidence_guide
     column = names.index("bridged · forward right")

@@ -163,23 +163,22 @@ def sample_stats_dataset(
     ``bridged`` as attributes; ``evidence_warning`` is then the call's verdict on every chain,
     and where the answer is not the chains' own estimates, ``log_marginal_likelihood`` holds
     it on every chain (the chains' own: ``chain_log_marginal_likelihood``)."""
+    # every variable as (dims, values), one Dataset built at the end: each DataArray, each
+    # assignment to a Dataset aligns and merges (a third of a warm call's conversion)
     chains = np.arange(len(results))
     num_bins = min(len(r.trace.beta) for r in results)
-    stack = lambda f: np.stack([np.asarray(f(r))[:num_bins] for r in results])  # noqa: E731
-    per_chain = lambda f: xr.DataArray(  # noqa: E731
-        np.array([f(r) for r in results], dtype=float), dims=["chain"]
-    )
+    stack = lambda f: (["chain", "temperature_bin"],  # noqa: E731
+                       np.stack([np.asarray(f(r))[:num_bins] for r in results]))  # fmt: skip
+    per_chain = lambda f: (["chain"], np.array([f(r) for r in results], dtype=float))  # noqa: E731
     data = {
         "log_marginal_likelihood": per_chain(lambda r: r.log_z),
         "log_marginal_likelihood_se": per_chain(lambda r: r.log_z_se),
         "importance_ess": per_chain(lambda r: r.ess),
         "pareto_k": per_chain(lambda r: r.pareto_k),
         "lag": per_chain(lambda r: getattr(r, "lag", float("nan"))),
-        "evidence_warning": xr.DataArray(np.array([r.warning for r in results]), dims=["chain"]),
+        "evidence_warning": (["chain"], np.array([r.warning for r in results])),
         "num_nonfinite": per_chain(lambda r: r.num_nonfinite),
-        "log_weight": xr.DataArray(
-            np.stack([r.log_weights for r in results]), dims=["chain", "particle"]
-        ),
+        "log_weight": (["chain", "particle"], np.stack([r.log_weights for r in results])),
     }
     for name, f in [
         ("beta", lambda r: r.trace.beta),
@@ -188,36 +187,23 @@ def sample_stats_dataset(
         ("ess_by_temperature", lambda r: r.trace.ess),
         ("log_marginal_likelihood_by_temperature", lambda r: r.trace.log_z),
     ]:
-        data[name] = xr.DataArray(stack(f), dims=["chain", "temperature_bin"])
+        data[name] = stack(f)
     if any(np.isfinite(r.log_z_upper) for r in results):
         data["log_marginal_likelihood_upper"] = per_chain(lambda r: r.log_z_upper)
     if bias is not None:
-        data["log_marginal_likelihood_reverse"] = xr.DataArray(bias.log_z_upper)
-        data["log_marginal_likelihood_bennett"] = xr.DataArray(bias.log_z_bennett)
-        data["log_marginal_likelihood_bennett_se"] = xr.DataArray(bias.log_z_bennett_se)
-        data["bias_gap"] = xr.DataArray(bias.gap)
-        data["bias_gap_se"] = xr.DataArray(bias.gap_se)
+        data["log_marginal_likelihood_reverse"] = ((), bias.log_z_upper)
+        data["log_marginal_likelihood_bennett"] = ((), bias.log_z_bennett)
+        data["log_marginal_likelihood_bennett_se"] = ((), bias.log_z_bennett_se)
+        data["bias_gap"] = ((), bias.gap)
+        data["bias_gap_se"] = ((), bias.gap_se)
     fields = ("num_steps", "log_z", "log_z_se", "bias_gap", "bias_gap_se", "gradients", "wall_time",
               "remembered")  # fmt: skip
-    for field in fields:
-        if not trajectory:
-            break
+    for field in fields if trajectory else ():
         name = field.replace("log_z", "log_marginal_likelihood")
-        data[f"ladder_{name}"] = xr.DataArray(
-            np.array([getattr(r, field) for r in trajectory]), dims=["rung"]
-        )
-    ds = xr.Dataset(data, coords={"chain": chains})
-    if bias is not None and bias.note:  # the check's draws were redrawn, or it could not run
-        ds.attrs["bias_check_note"] = bias.note
-    if trajectory:
-        ds.attrs["ladder_checks"] = "\n".join(",".join(r.checks) for r in trajectory)
-        ds.attrs["gradients"] = int(trajectory[-1].gradients)
-        ds.attrs["shortfall"] = shortfall(trajectory)
-        ds.attrs["excess"] = float(trajectory[-1].excess)
-        ds.attrs["cleared_checks"] = ",".join(trajectory[-1].cleared)
+        data[f"ladder_{name}"] = (["rung"], np.array([getattr(r, field) for r in trajectory]))
     if evidence is not None:
-        ds["log_evidence"] = xr.DataArray(float(evidence.log_z))
-        ds["log_evidence_se"] = xr.DataArray(float(evidence.log_z_se))
+        data["log_evidence"] = ((), float(evidence.log_z))
+        data["log_evidence_se"] = ((), float(evidence.log_z_se))
         # one signal: the fields a pm.sample_smc user reads carry the call's answer. Where it
         # is not the chains' own estimates pooled (a bridge of both directions, an SE from the
         # rungs' spread that cleared the weights' checks, an SE widened by the bias check's
@@ -228,14 +214,22 @@ def sample_stats_dataset(
         own = (np.isclose(log_z, evidence.log_z, rtol=0, atol=1e-12)
                and np.isclose(np.sqrt(var), evidence.log_z_se, rtol=1e-9, atol=0))  # fmt: skip
         if evidence.bridged or evidence.cleared or not own:
-            own = {"chain_log_marginal_likelihood": ds["log_marginal_likelihood"],
-                   "chain_log_marginal_likelihood_se": ds["log_marginal_likelihood_se"]}
-            ds = ds.assign(own)  # fmt: skip
-            ds["log_marginal_likelihood"] = xr.full_like(own["chain_log_marginal_likelihood"],
-                                                         float(evidence.log_z))  # fmt: skip
-            ds["log_marginal_likelihood_se"] = xr.full_like(
-                own["chain_log_marginal_likelihood_se"], float(evidence.log_z_se))
-        ds["evidence_warning"] = xr.full_like(ds["evidence_warning"], bool(evidence.checks))
+            for name, value in (("", evidence.log_z), ("_se", evidence.log_z_se)):
+                data[f"chain_log_marginal_likelihood{name}"] = data[
+                    f"log_marginal_likelihood{name}"]  # fmt: skip
+                data[f"log_marginal_likelihood{name}"] = (["chain"],
+                                                          np.full(len(results), float(value)))
+        data["evidence_warning"] = (["chain"], np.full(len(results), bool(evidence.checks)))
+    ds = xr.Dataset(data, coords={"chain": chains})
+    if bias is not None and bias.note:  # the check's draws were redrawn, or it could not run
+        ds.attrs["bias_check_note"] = bias.note
+    if trajectory:
+        ds.attrs["ladder_checks"] = "\n".join(",".join(r.checks) for r in trajectory)
+        ds.attrs["gradients"] = int(trajectory[-1].gradients)
+        ds.attrs["shortfall"] = shortfall(trajectory)
+        ds.attrs["excess"] = float(trajectory[-1].excess)
+        ds.attrs["cleared_checks"] = ",".join(trajectory[-1].cleared)
+    if evidence is not None:
         ds.attrs["shortfall"] = float(evidence.shortfall)
         ds.attrs["excess"] = float(evidence.excess)
         ds.attrs["bridged"] = int(evidence.bridged)
