@@ -11,7 +11,8 @@ as 1/particles), in whole units that compile nothing new
 the gradient budget (less a bias check's predicted cost) and ``MAX_PARTICLES`` times the run's,
 and pools each chain's runs into one result of all their particles
 (:meth:`~ppl_hais.AISResult.pooled`). Whole runs overshoot: an SE of 0.052 took a second run
-of all the particles (twice the cost, SE 0.037) where an eighth of them more reach 0.05.
+of all the particles (twice the cost, SE 0.037) where a quarter more (a unit of 128 on two
+cores) reach 0.047.
 
 The top-up comes before the rung's bias check, whose noise then shrinks with it: a check that
 the forward estimate's noise left inconclusive at 250 temperatures (``ladder.settled``) would
