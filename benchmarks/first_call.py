@@ -15,9 +15,11 @@ temperatures (3000 instead of 1000: a new budget). ``pm.sample_smc`` (its defaul
 user's does (importing Numba, compiling its functions), as ours do, and its warm call is the
 median of the other three.
 Three cache states per model and adapter: ``off`` (``PPL_HAIS_COMPILATION_CACHE=0``), ``cold``
-(an empty cache directory: the first process on a machine) and ``warm`` (a second process on
-the same directory). PyTensor's own compilation cache (``~/.pytensor``) is warm for every
-``pm.sample_smc`` row, as on any machine that ran the model once. Each call's seconds are also
+(empty cache directories, ours and PyTensor's: the first process on a new machine) and ``warm``
+(a second process on the same directories). ``pm.sample_smc``'s first call is measured twice:
+with PyTensor's compilation cache (``~/.pytensor``) warm, as on any machine that ran the model
+once, and on a new machine (an empty PyTensor compile directory), the one a cold row of ours
+compares with. Each call's seconds are also
 split into the workflow's phases, clocked around the functions that run them: the profile of
 where a default call's time goes.
 """
@@ -236,17 +238,19 @@ def main():
     stacks = {python: stack(python) for python in args.python or [sys.executable]}
     for model in args.models:
         for python, label in stacks.items():
-            # a process of its own first fills PyTensor's compilation cache (~/.pytensor) with
-            # the model's C code, so the measured process's first call reads it, as on any
-            # machine that ran the model once (on a fresh machine the first process compiled
-            # it: 2.1-6.3 s first calls against 1.0-2.3 s read, 2026-12-02)
+            # a new machine's first process: an empty PyTensor compile directory, which it
+            # fills with the model's C code; then a process of its own fills ~/.pytensor, so
+            # the measured process's first call reads it, as on a machine that ran the model
+            with tempfile.TemporaryDirectory() as fresh:
+                new = child("smc", model, _pytensor_dir(fresh), python=python)["smc first"]
             child("smc", model, {}, python=python)
             t = child("smc", model, {}, python=python)
-            smc[label, model] = (t["smc first"], t["smc warm"])
+            smc[label, model] = (t["smc first"], t["smc warm"], new)
             print(label, model, "pm.sample_smc", smc[label, model], flush=True)
             for adapter in ("numpyro", "pymc"):
-                with tempfile.TemporaryDirectory() as cache:
-                    on = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache}
+                with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as pt:
+                    on = {"PPL_HAIS_COMPILATION_CACHE": "1", "PPL_HAIS_CACHE_DIR": cache,
+                          **_pytensor_dir(pt)}  # fmt: skip
                     off = {"PPL_HAIS_COMPILATION_CACHE": "0"}
                     states = [(state, child(adapter, model, env, python=python))
                               for state, env in (("off", off), ("cold", on), ("warm", on))]
@@ -268,17 +272,18 @@ def main():
         "",
         "| stack | model | adapter | cache | first call | of which trace / lower / compile or "
         "read | warm call | new budget (3000 temperatures) "
-        "| pm.sample_smc first | pm.sample_smc warm | first call / sample_smc first |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| pm.sample_smc first | pm.sample_smc first, new machine | pm.sample_smc warm "
+        "| first call / sample_smc first |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, model, adapter, state, t in rows:
         f = lambda k, t=t: f"{t[k]:.2f}" if k in t else ""  # noqa: E731
-        s_first, s_warm = smc[label, model]
+        s_first, s_warm, s_new = smc[label, model]
         lines.append(
             f"| {label} | {model} | {adapter} | {state} | {f('first')} "
             f"| {f('first trace')} / {f('first lower')} / {f('first compile')} "
             f"| {f('warm')} | {f('new budget')} "
-            f"| {s_first:.2f} | {s_warm:.2f} | {t['first'] / s_first:.2f} |"
+            f"| {s_first:.2f} | {s_new:.2f} | {s_warm:.2f} | {t['first'] / s_first:.2f} |"
         )
     phases = ("model to JAX", "start and tuning", "anneals", "bias check", "ArviZ")
     lines += [
@@ -305,19 +310,22 @@ def main():
         "",
         "The same rows as ratios: a second process's first call (warm cache) over the first "
         "process's (cold cache); how many times faster than `pm.sample_smc`'s warm call a warm "
-        "call is (the warm-cache process's); a cold first call over `pm.sample_smc`'s first.",
+        "call is (the warm-cache process's); a cold first call (a new machine's) over "
+        "`pm.sample_smc`'s first on a new machine, and over its first with PyTensor's cache "
+        "warm.",
         "",
         "| stack | model | adapter | second process / first process | warm call: × faster "
-        "than pm.sample_smc | cold first call / pm.sample_smc first |",
-        "|---|---|---|---|---|---|",
+        "than pm.sample_smc | cold first call / pm.sample_smc first, new machine "
+        "| cold first call / pm.sample_smc first, PyTensor cache warm |",
+        "|---|---|---|---|---|---|---|",
     ]
     for label, model, adapter, state, t in rows:
         if state != "warm":
             continue
         first = cold[label, model, adapter]["first"]
-        s_first, s_warm = smc[label, model]
+        s_first, s_warm, s_new = smc[label, model]
         lines.append(f"| {label} | {model} | {adapter} | {t['first'] / first:.2f} "
-                     f"| {s_warm / t['warm']:.1f} | {first / s_first:.2f} |")
+                     f"| {s_warm / t['warm']:.1f} | {first / s_new:.2f} | {first / s_first:.2f} |")
     lines += [
         "",
         "The first call without the cache is tracing + compiling + running; with a warm cache "
@@ -331,6 +339,13 @@ def main():
         "rest of the first call is running (pilots, Laplace fit, main run, checks) and Python.",
     ]
     _machine.write(args.out, lines)
+
+
+def _pytensor_dir(path):
+    """The environment that gives a child PyTensor's compile directory ``path``."""
+    flags = ",".join(f for f in (os.environ.get("PYTENSOR_FLAGS", ""), f"base_compiledir={path}")
+                     if f)  # fmt: skip
+    return {"PYTENSOR_FLAGS": flags}
 
 
 def stack(python):
