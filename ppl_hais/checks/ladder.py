@@ -317,27 +317,27 @@ def bridge_clears(trajectory) -> bool:
 
 
 def bridge_se(trajectory) -> float:
-    """The SE of the last rung's bridge: its own (``Rung.bridge_se``), with the larger doubt
-    that clears it (:func:`bridge_clears`) where one does. On the trust suite's funnel
-    runs whose bridges agreed, the errors over these SEs had an SD of 0.94 (47 runs)."""
-    return float(np.hypot(trajectory[-1].bridge_se, max(_bridge_doubts(trajectory), default=0)))
+    """The SE of the last rung's bridge: its own (``Rung.bridge_se``, which omits the check's
+    MCMC draws' error), a reverse estimate's distance *below* the forward one (exact draws put
+    it above: the draws err by at least that) and the larger doubt that clears it
+    (:func:`bridge_clears`). Errors over these SEs on both trust suites' unwarned bridges: rms
+    0.35 (83 runs) with the reverse estimate above; below, 0.81 (13; 0.98 without it)."""
+    last, doubt = trajectory[-1], max(_bridge_doubts(trajectory), default=0)
+    below = min(last.bias_gap, 0.0) if np.isfinite(last.bias_gap) else 0.0
+    return float(np.hypot(np.hypot(last.bridge_se, below), doubt))
 
 
 def remaining_gap(trajectory, *, max_gradients, bridge=None) -> tuple[str, ...]:
-    """The ``converged`` check of a ladder whose last rung still failed a check: what the
-    trajectory says about the remaining error, in nats (:func:`shortfall`). Empty when the
-    last rung passed. ``bridge``: the estimate that replaces the last rung's forward one
-    (:func:`bridge_figures`); the figures are then stated about it."""
+    """The ``converged`` check of a ladder whose last rung failed a check (else empty): the
+    remaining error in nats (:func:`shortfall`); about ``bridge`` where it is the estimate."""
     last = trajectory[-1]
     if not last.checks:
         return ()
     steps = ", ".join(f"{r.num_steps}{' (local steps)' if r.local_steps else ''}"
                       for r in trajectory)  # fmt: skip
-    spent = (
-        f"after {len(trajectory)} rung{'s' if len(trajectory) > 1 else ''} ({steps} "
-        f"temperatures; {last.gradients / 1e6:.1f} M of max_gradients={max_gradients / 1e6:.1f} M "
-        "gradients)"
-    )
+    spent = (f"after {len(trajectory)} rung{'s' if len(trajectory) > 1 else ''} ({steps} "
+             f"temperatures; {last.gradients / 1e6:.1f} M of max_gradients="
+             f"{max_gradients / 1e6:.1f} M gradients)")  # fmt: skip
     parts = []
     move, noise = _moved(trajectory)
     if len(trajectory) > 1:

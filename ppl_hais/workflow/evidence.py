@@ -223,8 +223,8 @@ def evidence(
     with discrete coordinates or with a reverse run of their own (``bidirectional``). Where
     the last rung passes every check and its bias check's reverse estimate lies above it, the
     SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above. A
-    call without a warning has an SE of at least half its ``shortfall`` (what its trajectory
-    says may be missing), so that its ±2 SE reaches it.
+    call without a warning carries half its ``shortfall`` (what its trajectory says may be
+    missing) in its SE beside the noise, so that its ±2 SE reaches it beyond the noise.
 
     ``remember`` (the adapters' default): the start's pilots draw from a fixed key, so the
     start and its tuning are a function of the model, its data and the options, kept for the
@@ -380,10 +380,10 @@ def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
     """(the forward estimate where a bridge replaced it, else NaN; log Ẑ; its variance; the
     checks) from the last rung: a last rung still failing with both directions is bridged; one
     that passed with its reverse estimate above widens the SE by the gap (log Z may lie up to
-    the gap above); the ladder states what may remain. An answer without a warning has an SE of
-    at least half its shortfall, so that its ±2 SE reaches it: a shortfall is either stated by
-    a warning or inside the error bar."""
-    forward, bridge, last = float("nan"), None, trajectory[-1]
+    the gap above); the ladder states what may remain. An answer without a warning carries half
+    its shortfall in its SE beside its noise, so that its ±2 SE reaches the shortfall beyond the
+    noise: a shortfall is either stated by a warning or inside the error bar."""
+    forward, bridge, last, noise = float("nan"), None, trajectory[-1], var
     if ladder and last.checks and np.isfinite(last.bridge):
         forward, bridge, log_z = float(log_z), last.bridge, last.bridge
         var = _ladder.bridge_se(trajectory) ** 2
@@ -395,6 +395,6 @@ def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
         checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
     if not checks:  # unwarned: the error bar reaches what the trajectory says may be missing
         short = _ladder.stated_shortfall(trajectory, None if bridge is None else log_z)
-        if np.isfinite(short):
-            var = max(var, (short / 2) ** 2)
+        if np.isfinite(short):  # a bridge's SE carries half its stated interval already
+            var = max(var, (short / 2) ** 2 + (0.0 if bridge is not None else noise))
     return forward, log_z, var, checks
