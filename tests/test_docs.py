@@ -216,6 +216,20 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     assert f"two directions ({bridged} of {20 * len(funnel)})" in guide
 
 
+def test_the_trust_guide_states_the_held_out_suite_page_as_it_is():
+    """The trust guide's sentence on the held-out suite (its calls, no unwarned run beyond
+    2 SE + 0.02, the least ±2 SE coverage of a row) is what docs/trust_suite_heldout.md says."""
+    page = (README.parent / "docs" / "trust_suite_heldout.md").read_text()
+    runs, beyond, least = re.search(
+        r"(\d+) runs: .* (\d+) unwarned runs beyond 2 SE \+ 0.02; ±2 SE covers (\d+)% of a "
+        r"row's unwarned runs at the least", page).groups()  # fmt: skip
+    guide = " ".join((README.parent / "docs" / "guide" / "trust.md").read_text().split())
+    said = re.search(r"\[(\d+) calls\]\(../trust_suite_heldout.md\)\), (\d+) unwarned runs lie "
+                     r"beyond 2 SE \+ 0.02 and ±2 SE covers at least (\d+)% of each row", guide)
+    assert said is not None and said.groups() == (runs, beyond, least)
+    assert int(least) >= 90
+
+
 def test_the_trust_guide_states_the_bias_check_page_on_the_experts():
     """The trust guide's sentence on the Student-t experts' bias checks (every check's starts
     redrawn, the bridge right where the estimate is) is what docs/bias_check.md shows."""
