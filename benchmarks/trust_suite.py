@@ -641,6 +641,13 @@ def summarize(name, adapter, runs, seeds):
     quiet = ~warned  # what the error bar promises where nothing was raised
     inside = np.abs(err) <= 2 * se
     beyond = np.abs(err) > 2 * se + 0.02
+    # how many beyond chance alone gives, were the unwarned errors normal with their own mean
+    # and spread: a count to read the one above against (no SE, none: BlackJAX)
+    e, bound = err[quiet], 2 * se[quiet] + 0.02
+    sd = e.std(ddof=1) if e.size > 1 else 0.0
+    chance = (float(np.nansum(stats.norm.sf((bound - e.mean()) / sd)
+                              + stats.norm.cdf((-bound - e.mean()) / sd)))
+              if sd > 0 else 0.0)  # fmt: skip
     # the last rung's forward estimate: the call's estimate unless it is the bridge of the
     # forward and the bias check's reverse anneals (a last rung that still failed a check)
     fwd = np.array([r.get("forward", np.nan) - r["log_z"] + r["err"] for r in runs])
@@ -655,7 +662,7 @@ def summarize(name, adapter, runs, seeds):
         silent=int(np.sum(miss & ~warned)),
         cover2=f"{int(np.sum(inside & quiet))}/{int(quiet.sum())}",
         cover2_frac=float(np.sum(inside & quiet) / max(int(quiet.sum()), 1)),
-        beyond=int(np.sum(beyond & quiet)),
+        beyond=int(np.sum(beyond & quiet)), chance=chance,
         covered=f"{int(np.sum(covered & ww))}/{int(ww.sum())}" + (
             f" ({int(np.sum(unbounded))} unbounded)" if unbounded.any() else ""),
         checks=", ".join(sorted({c for r in runs for c in r["checks"]})) or "—",
@@ -744,7 +751,9 @@ def write(args, rows):
         "",
         f"{sum(r['n'] for r in own)} runs: {sum(r['silent'] for r in own)} silent misses; "
         f"{false} false alarms of {right} right runs ({false / max(right, 1):.1%}); "
-        f"{sum(r['beyond'] for r in own)} unwarned runs beyond 2 SE + 0.02; ±2 SE covers "
+        f"{sum(r['beyond'] for r in own)} unwarned runs beyond 2 SE + 0.02 "
+        f"({sum(r['chance'] for r in own):.1f} by chance, were each row's unwarned errors normal "
+        "with their own mean and spread); ±2 SE covers "
         f"{min(r['cover2_frac'] for r in own):.0%} of a row's unwarned runs at the least"
         + (" (our adapters' rows; BlackJAX's below)." if len(own) < len(rows) else "."),
     ]
