@@ -199,6 +199,8 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     beyond = re.search(r"(\d+) unwarned runs? beyond 2 SE \+ 0.02", page).group(1)
     row_beyond = sum(int(centered[a][names.index("beyond 2 SE + 0.02")]) for a in centered)
     assert f"({beyond} such run of the suite's {runs}" in guide and int(beyond) == row_beyond
+    chance = re.search(r"beyond 2 SE \+ 0.02 \(([\d.]+) by chance", page).group(1)
+    assert f"at each row's own spread of errors chance alone gives {chance} such runs" in guide
     # ... at an honest SE (the PyMC row's median SE, near its rms error), 2 SE + 0.02 is
     # 2 + 0.02 / SE of them, which a normal error exceeds one run in so many
     se = float(centered["pymc"][names.index("median SE")])
@@ -221,8 +223,8 @@ def test_the_trust_guide_states_the_held_out_suite_page_as_it_is():
     2 SE + 0.02, the least ±2 SE coverage of a row) is what docs/trust_suite_heldout.md says."""
     page = (README.parent / "docs" / "trust_suite_heldout.md").read_text()
     runs, beyond, least = re.search(
-        r"(\d+) runs: .* (\d+) unwarned runs beyond 2 SE \+ 0.02; ±2 SE covers (\d+)% of a "
-        r"row's unwarned runs at the least", page).groups()  # fmt: skip
+        r"(\d+) runs: .* (\d+) unwarned runs beyond 2 SE \+ 0.02 \([^)]*\); ±2 SE covers "
+        r"(\d+)% of a row's unwarned runs at the least", page).groups()  # fmt: skip
     guide = " ".join((README.parent / "docs" / "guide" / "trust.md").read_text().split())
     said = re.search(r"\[(\d+) calls\]\(../trust_suite_heldout.md\)\), (\d+) unwarned runs lie "
                      r"beyond 2 SE \+ 0.02 and ±2 SE covers at least (\d+)% of each row", guide)
