@@ -642,7 +642,7 @@ def summarize(name, adapter, runs, seeds):
     inside = np.abs(err) <= 2 * se
     beyond = np.abs(err) > 2 * se + 0.02
     # how many beyond chance alone gives, were the unwarned errors normal with their own mean
-    # and spread: a count to read the one above against (no SE, none: BlackJAX)
+    # and spread: a count to read the one above against (BlackJAX gives no SE: 0)
     e, bound = err[quiet], 2 * se[quiet] + 0.02
     sd = e.std(ddof=1) if e.size > 1 else 0.0
     chance = (float(np.nansum(stats.norm.sf((bound - e.mean()) / sd)
