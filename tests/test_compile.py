@@ -256,7 +256,7 @@ def test_persistent_cache_switch_and_unwritable_dir(tmp_path):
 
 
 def test_a_rung_topped_up_with_particles_compiles_nothing_new(executables):
-    """A rung whose weights pass at an SE above 0.05 nat anneals the particles that SE asks
+    """A rung whose weights pass at an SE above 0.025 nat anneals the particles that SE asks
     for (ppl_hais.workflow.runs) in whole groups of the pilot's size: the pilot, the rung and
     its top-ups run one program."""
     from ppl_hais.evidence import evidence

@@ -112,15 +112,15 @@ def test_the_evidence_guide_states_the_pilots_trimmed_spread():
 
 
 def test_the_evidence_guide_states_a_top_up_as_the_workflow_sizes_it(monkeypatch):
-    """The guide's example top-up (0.052 at 512 particles: 42 more, one unit of 128) is what
+    """The guide's example top-up (0.026 at 512 particles: 42 more, one unit of 128) is what
     ``runs.more_particles`` asks for, and 128 the unit on two cores."""
     from ppl_hais.annealing import execution
     from ppl_hais.workflow import runs
 
     guide = " ".join((README.parent / "docs" / "guide" / "evidence.md").read_text().split())
-    assert "An SE of 0.052 at 512 particles asks for 42 more: a unit of 128 on two cores" in guide
-    assert math.ceil(512 * (0.052**2 / runs.PRECISE_SE**2 - 1)) == 42
-    assert runs.more_particles(0.052, 512, unit=128, cost=1, room=1e9) == 128
+    assert "An SE of 0.026 at 512 particles asks for 42 more: a unit of 128 on two cores" in guide
+    assert math.ceil(512 * (0.026**2 / runs.PRECISE_SE**2 - 1)) == 42
+    assert runs.more_particles(0.026, 512, unit=128, cost=1, room=1e9) == 128
     assert f"at most {runs.MAX_PARTICLES}× the call's" in guide
     monkeypatch.delenv("PPL_HAIS_CPU_THREADS", raising=False)  # set by pytest -n
     with execution.using_cores(2):

@@ -75,13 +75,14 @@ def test_pooled_runs_of_different_sizes_weigh_each_particle_once():
 def test_more_particles_aims_at_the_precise_se_in_whole_units_within_the_budget():
     assert more_particles(PRECISE_SE, 512, unit=128, cost=1, room=1e9) == 0
     assert more_particles(float("inf"), 512, unit=128, cost=1, room=1e9) == 0  # no SE to aim from
-    # 512 × (0.052² / 0.05² − 1) = 42 particles: one unit, not a second run of 512
-    assert more_particles(0.052, 512, unit=128, cost=1, room=1e9) == 128
-    assert more_particles(0.08, 512, unit=128, cost=1, room=1e9) == 896  # 799 → 7 units
-    assert more_particles(0.08, 512, unit=512, cost=1, room=1e9) == 1024  # whole runs
+    # 512 × (0.026² / 0.025² − 1) = 42 particles: one unit, not a second run of 512
+    assert PRECISE_SE == 0.025
+    assert more_particles(0.026, 512, unit=128, cost=1, room=1e9) == 128
+    assert more_particles(0.04, 512, unit=128, cost=1, room=1e9) == 896  # 799 → 7 units
+    assert more_particles(0.04, 512, unit=512, cost=1, room=1e9) == 1024  # whole runs
     assert more_particles(1.0, 512, unit=128, cost=1, room=1e9, most=3584) == 3584
-    assert more_particles(0.08, 512, unit=128, cost=10, room=2600) == 256  # the budget
-    assert more_particles(0.08, 512, unit=128, cost=10, room=1279) == 0
+    assert more_particles(0.04, 512, unit=128, cost=10, room=2600) == 256  # the budget
+    assert more_particles(0.04, 512, unit=128, cost=10, room=1279) == 0
 
 
 def test_topped_up_reaches_the_precise_se_with_fresh_keys_and_counts_its_gradients():
@@ -94,23 +95,24 @@ def test_topped_up_reaches_the_precise_se_with_fresh_keys_and_counts_its_gradien
         sizes.append(num_particles)
         return [_run(np.random.default_rng(seed), num=num_particles)]
 
-    first = [_run(rng, num=256)]
+    first = [_run(rng, num=512)]
     se = first[0].log_z_se
-    assert not first[0].checks and se > PRECISE_SE  # about √(2/256) = 0.088
+    # about √(2/512) = 0.063: a top-up within MAX_PARTICLES × the run reaches PRECISE_SE
+    assert not first[0].checks and PRECISE_SE < se < PRECISE_SE * MAX_PARTICLES**0.5
     out, spent = topped_up(jax.random.key(3), first, run, room=1e9, unit=64)
     assert PRECISE_SE * 0.8 < out[0].log_z_se <= PRECISE_SE
     runs = out[0].settings["num_runs"]
     assert runs - 1 == len(keys) == len(sizes) and len(set(keys)) == len(keys)
     assert all(n % 64 == 0 for n in sizes) and spent == 10 * sum(sizes)
-    assert out[0].num_particles == 256 + sum(sizes) >= 256 * (se / PRECISE_SE) ** 2 * 0.9
-    assert out[0].settings["run_particles"] == 256
+    assert out[0].num_particles == 512 + sum(sizes) >= 512 * (se / PRECISE_SE) ** 2 * 0.9
+    assert out[0].settings["run_particles"] == 512
     # the budget stops it: room for 128 more particles
     keys.clear(), sizes.clear()
     out, spent = topped_up(jax.random.key(3), first, run, room=1280, unit=64)
-    assert sizes == [128] and out[0].num_particles == 384 and spent == 1280
+    assert sizes == [128] and out[0].num_particles == 640 and spent == 1280
     # at most MAX_PARTICLES times the run's particles however large the SE
     sizes.clear()
-    small = [_run(rng, num=64)]  # SE about √(2/64) = 0.18: 0.18² / 0.05² = 13 × the particles
+    small = [_run(rng, num=64)]  # SE about √(2/64) = 0.18: 0.18² / 0.025² = 51 × the particles
     assert not pooled_checks(small)
     out, _ = topped_up(jax.random.key(3), small, run, room=1e9, unit=64)
     assert out[0].num_particles == MAX_PARTICLES * 64 and sizes

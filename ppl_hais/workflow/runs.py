@@ -2,17 +2,23 @@
 pass every check but their SE is above ``PRECISE_SE``.
 
 A rung of the convergence ladder (:mod:`ppl_hais.ladder`) anneals the chains once. Where their
-weights pass every check while the pooled standard error exceeds ``PRECISE_SE`` (half the
-suite's "right", 0.1 nat), the estimate is limited by particles, not by temperatures: more
-temperatures shrink a bias, not the particles' noise. :func:`topped_up` then anneals as many
-more particles over the same schedule, with fresh keys, as the SE predicts (its square falls
-as 1/particles), in whole units that compile nothing new
-(:func:`~ppl_hais.annealing.execution.top_up_unit`: groups of the pilot's size on CPU) within
-the gradient budget (less a bias check's predicted cost) and ``MAX_PARTICLES`` times the run's,
-and pools each chain's runs into one result of all their particles
-(:meth:`~ppl_hais.AISResult.pooled`). Whole runs overshoot: an SE of 0.052 took a second run
-of all the particles (twice the cost, SE 0.037) where a quarter more (a unit of 128 on two
-cores) reach 0.047.
+weights pass every check while the pooled standard error exceeds ``PRECISE_SE``, the estimate is
+limited by particles, not by temperatures: more temperatures shrink a bias, not the particles'
+noise. :func:`topped_up` then anneals as many more particles over the same schedule, with fresh
+keys, as the SE predicts (its square falls as 1/particles), in whole units that compile nothing
+new (:func:`~ppl_hais.annealing.execution.top_up_unit`: groups of the pilot's size on CPU)
+within the gradient budget (less a bias check's predicted cost) and ``MAX_PARTICLES`` times the
+run's, and pools each chain's runs into one result of all their particles
+(:meth:`~ppl_hais.AISResult.pooled`). Whole runs overshoot: an SE of 0.026 would take a second
+run of all the particles (twice the cost, SE 0.018) where a quarter more (a unit of 128 on two
+cores) reach 0.023.
+
+``PRECISE_SE`` is a quarter of the 0.1 nat the trust suite calls right, so that ±2 SE of a
+topped-up call stays inside it with room for a shortfall beside the noise, and the difference
+of two such calls (a log Bayes factor) carries an SE of 0.035. At 0.05, an honest SE of 0.047
+put 2 SE + 0.02 at 2.4 SEs, beyond which one run in 65 falls by chance (the centered weak-data
+funnel of docs/trust_suite.md, 1 of its 40 runs); at 0.025 one in 200 does, for 3.5× the
+particles of that rung, which are cheap there: it stops at 250 temperatures.
 
 The top-up comes before the rung's bias check, whose noise then shrinks with it: a check that
 the forward estimate's noise left inconclusive at 250 temperatures (``ladder.settled``) would
@@ -26,13 +32,13 @@ bound.
 Example
 -------
 >>> from ppl_hais.workflow.runs import more_particles
->>> more_particles(0.03, 512, unit=128, cost=1, room=1e9)  # precise already
+>>> more_particles(0.02, 512, unit=128, cost=1, room=1e9)  # precise already
 0
->>> more_particles(0.052, 512, unit=128, cost=1, room=1e9)  # 512 × (0.052² / 0.05² − 1) = 42
+>>> more_particles(0.026, 512, unit=128, cost=1, room=1e9)  # 512 × (0.026² / 0.025² − 1) = 42
 128
->>> more_particles(0.08, 512, unit=128, cost=1, room=1e9)  # 800 → whole units of 128
+>>> more_particles(0.04, 512, unit=128, cost=1, room=1e9)  # 799 → whole units of 128
 896
->>> more_particles(0.08, 512, unit=128, cost=1, room=300)  # what the budget allows
+>>> more_particles(0.04, 512, unit=128, cost=1, room=300)  # what the budget allows
 256
 """
 
@@ -57,7 +63,7 @@ from .budget import main_gradients
 __all__ = ["MAX_PARTICLES", "PRECISE_SE", "chains", "check_names", "cleared", "largest",
            "more_particles", "pooled_checks", "record", "topped_up"]  # fmt: skip
 
-PRECISE_SE = 0.05  # nats: a rung whose weights pass is topped up with particles to this SE
+PRECISE_SE = 0.025  # nats: a rung whose weights pass is topped up with particles to this SE
 MAX_PARTICLES = 8  # a topped-up rung's particles at most this many times its run's (SE ÷ √8)
 _KEYS = 7919  # the top-ups' keys: the rung's key folded with this + i (rungs fold 1, 2, …)
 
