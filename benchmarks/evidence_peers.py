@@ -55,9 +55,9 @@ def problem(dim, seed=0, n=50):
 
 
 def build_smc(dim, log_prior, log_lik, num_particles=1000, step_size=0.1, L=10, mcmc=5,
-              prior_sd=1.0):  # fmt: skip
+              prior_sd=1.0, prior_draws=None):  # fmt: skip
     """A jitted BlackJAX run: key -> (log Z estimate, number of tempering steps); the
-    particles start as draws of the prior N(0, prior_sd² I)."""
+    particles start as draws of the prior N(0, prior_sd² I), or ``prior_draws(key, shape)``."""
     params = blackjax.smc.extend_params(
         {
             "step_size": jnp.asarray(step_size),
@@ -79,7 +79,9 @@ def build_smc(dim, log_prior, log_lik, num_particles=1000, step_size=0.1, L=10, 
     @jax.jit
     def run(key):
         k0, k1 = jax.random.split(key)
-        state = smc.init(prior_sd * jax.random.normal(k0, (num_particles, dim)))
+        shape = (num_particles, dim)
+        state = smc.init(prior_sd * jax.random.normal(k0, shape) if prior_draws is None
+                         else prior_draws(k0, shape))  # fmt: skip
 
         def cond(c):
             return c[1].tempering_param < 1
