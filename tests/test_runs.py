@@ -10,18 +10,21 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
+from ppl_hais.checks.ladder import FIRST_NUM_STEPS
 from ppl_hais.diagnostics import lag_correlation
 from ppl_hais.results.result import AISResult, AnnealingTrace
 from ppl_hais.workflow.runs import (
     MAX_PARTICLES,
+    MOST_SE,
     PRECISE_SE,
     more_particles,
     pooled_checks,
+    precise_se,
     topped_up,
 )
 
 
-def _run(rng, num=256, heavy=False, log_z_initial=0.5, steps=10):
+def _run(rng, num=256, heavy=False, log_z_initial=0.5, steps=250):
     """A run whose weights are Gamma(½) (light tails; SE ≈ √(2/num)), or log-normal with a
     log SD of 3 (heavy: k̂ fails)."""
     lw = rng.normal(0.0, 3.0, num) if heavy else np.log(rng.gamma(0.5, size=num))
@@ -103,13 +106,13 @@ def test_topped_up_reaches_the_precise_se_with_fresh_keys_and_counts_its_gradien
     assert PRECISE_SE * 0.8 < out[0].log_z_se <= PRECISE_SE
     runs = out[0].settings["num_runs"]
     assert runs - 1 == len(keys) == len(sizes) and len(set(keys)) == len(keys)
-    assert all(n % 64 == 0 for n in sizes) and spent == 10 * sum(sizes)
+    assert all(n % 64 == 0 for n in sizes) and spent == 250 * sum(sizes)
     assert out[0].num_particles == 512 + sum(sizes) >= 512 * (se / PRECISE_SE) ** 2 * 0.9
     assert out[0].settings["run_particles"] == 512
     # the budget stops it: room for 128 more particles
     keys.clear(), sizes.clear()
-    out, spent = topped_up(jax.random.key(3), first, run, room=1280, unit=64)
-    assert sizes == [128] and out[0].num_particles == 640 and spent == 1280
+    out, spent = topped_up(jax.random.key(3), first, run, room=128 * 250, unit=64)
+    assert sizes == [128] and out[0].num_particles == 640 and spent == 128 * 250
     # at most MAX_PARTICLES times the run's particles however large the SE
     sizes.clear()
     small = [_run(rng, num=64)]  # SE about √(2/64) = 0.18: 0.18² / 0.025² = 51 × the particles
@@ -120,3 +123,22 @@ def test_topped_up_reaches_the_precise_se_with_fresh_keys_and_counts_its_gradien
     heavy = [_run(rng, num=256, heavy=True)]
     assert pooled_checks(heavy)
     assert topped_up(jax.random.key(3), heavy, run, room=1e9, unit=64) == (heavy, 0)
+
+
+def test_a_later_rung_is_topped_up_to_an_se_that_grows_as_the_root_of_its_temperatures():
+    """A particle of a rung of 1000 temperatures costs 4× one of the first rung's 250: its
+    target SE is twice as large, so that a top-up from a given SE costs the same gradients."""
+    assert precise_se(FIRST_NUM_STEPS) == PRECISE_SE
+    assert precise_se(4 * FIRST_NUM_STEPS) == pytest.approx(2 * PRECISE_SE) == MOST_SE
+    assert precise_se(64 * FIRST_NUM_STEPS) == MOST_SE
+    for steps in (FIRST_NUM_STEPS, 4 * FIRST_NUM_STEPS):
+        more = more_particles(0.1, 512, unit=1, cost=steps, room=1e12, target=precise_se(steps))
+        assert more * steps == pytest.approx(512 * FIRST_NUM_STEPS * (0.1**2 / PRECISE_SE**2)
+                                             - 512 * steps, rel=1e-3)  # fmt: skip
+    rng = np.random.default_rng(4)
+    first = [_run(rng, num=512, steps=1000)]  # SE about √(2/512) = 0.063
+    assert MOST_SE < first[0].log_z_se < 2 * MOST_SE
+    out, spent = topped_up(jax.random.key(3), first, lambda key, num_particles: [
+        _run(np.random.default_rng(num_particles), num=num_particles, steps=1000)],
+        room=1e12, unit=64)  # fmt: skip
+    assert spent > 0 and 0.8 * MOST_SE < out[0].log_z_se <= MOST_SE  # not on to 0.025

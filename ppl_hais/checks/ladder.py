@@ -6,8 +6,8 @@ surveys the path as for the fixed default's 1000). A rung whose checks fail (the
 bias check) is followed by one with ``GROWTH`` times the temperatures and a fresh key, unless its
 bridge ends the ladder (below), while the gradients spent and the next rung's predicted cost fit
 ``max_gradients`` (default: ``DEFAULT_BUDGET`` times the first rung's main run). Each rung is an
-independent run (compiling nothing new; one whose weights pass at an SE above 0.025 nat is topped up
-with particles: :mod:`ppl_hais.workflow.runs`); the last is the estimate, every rung in the
+independent run (compiling nothing new; one whose weights pass is topped up with particles to
+an SE of :func:`~ppl_hais.workflow.runs.precise_se`); the last is the estimate, every rung in the
 trajectory (:class:`Rung`, ``Evidence.trajectory``, :func:`ppl_hais.plots.plot_convergence`).
 
 **A different transition** (:func:`needs_local_steps`). After a rung of ``FIXED_NUM_STEPS``

@@ -195,9 +195,9 @@ def evidence(
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
     (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
-    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.025 nat anneals the
-    particles that SE asks for over its temperatures and pools them (:mod:`ppl_hais.workflow.runs`;
-    ``settings["num_runs"]``); after a rung of 1000 or more whose bias check found over 0.1
+    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.025 nat (0.05 from 1000
+    temperatures on) anneals the particles that SE asks for and pools them (``num_runs``,
+    :mod:`ppl_hais.workflow.runs`); after a rung of 1000 or more whose bias check found over 0.1
     nat missing while its lag check failed, the rungs give each particle a step size of its
     own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
     A rung that still fails with its bias check run is given as the bridge of its forward and

@@ -1,9 +1,9 @@
 """One rung's runs: the chains over one schedule, topped up with particles where their weights
-pass every check but their SE is above ``PRECISE_SE``.
+pass every check but their SE is above :func:`precise_se`.
 
 A rung of the convergence ladder (:mod:`ppl_hais.ladder`) anneals the chains once. Where their
-weights pass every check while the pooled standard error exceeds ``PRECISE_SE``, the estimate is
-limited by particles, not by temperatures: more temperatures shrink a bias, not the particles'
+weights pass every check while the pooled standard error exceeds :func:`precise_se`, the estimate
+is limited by particles, not by temperatures: more temperatures shrink a bias, not the particles'
 noise. :func:`topped_up` then anneals as many more particles over the same schedule, with fresh
 keys, as the SE predicts (its square falls as 1/particles), in whole units that compile nothing
 new (:func:`~ppl_hais.annealing.execution.top_up_unit`: groups of the pilot's size on CPU)
@@ -13,12 +13,14 @@ run's, and pools each chain's runs into one result of all their particles
 run of all the particles (twice the cost, SE 0.018) where a quarter more (a unit of 128 on two
 cores) reach 0.023.
 
-``PRECISE_SE`` is a quarter of the 0.1 nat the trust suite calls right, so that ±2 SE of a
-topped-up call stays inside it with room for a shortfall beside the noise, and the difference
-of two such calls (a log Bayes factor) carries an SE of 0.035. At 0.05, an honest SE of 0.047
-put 2 SE + 0.02 at 2.4 SEs, beyond which one run in 65 falls by chance (the centered weak-data
-funnel of docs/trust_suite.md, 1 of its 40 runs); at 0.025 one in 200 does, for 3.5× the
-particles of that rung, which are cheap there: it stops at 250 temperatures.
+The first rung (250 temperatures) is topped up to ``PRECISE_SE``, a quarter of the 0.1 nat the
+trust suite calls right, so that ±2 SE of a call that ends there stays inside it with room for
+a shortfall beside the noise; at 0.05, an honest SE of 0.047 put 2 SE + 0.02 at 2.4 SEs, beyond
+which one run in 65 falls by chance (the centered weak-data funnel of docs/trust_suite.md, 1 of
+its 40 runs); at 0.025 one in 200 does. A later rung's target grows as √temperatures up to
+``MOST_SE`` (0.05 from 1000 on): a particle there costs 4× as many gradients, and at this rate a
+top-up from a given SE costs the same gradients on every rung. Topped up to 0.025 at 1000
+temperatures, centered eight schools cost 2.6× its gradients (docs/ladder.md).
 
 The top-up comes before the rung's bias check, whose noise then shrinks with it: a check that
 the forward estimate's noise left inconclusive at 250 temperatures (``ladder.settled``) would
@@ -53,17 +55,19 @@ import numpy as np
 
 from ..annealing.execution import top_up_unit
 from ..checks import diagnostics
-from ..checks.ladder import Rung, cleared_se
+from ..checks.ladder import FIRST_NUM_STEPS, Rung, cleared_se
 from ..estimate.annealers import anneal
 from ..mcmc.fast_random import host_fold_in, host_split
 from ..results.result import AISResult
 from ..stats.estimators import disagreement
 from .budget import main_gradients
 
-__all__ = ["MAX_PARTICLES", "PRECISE_SE", "chains", "check_names", "cleared", "largest",
-           "more_particles", "pooled_checks", "record", "topped_up"]  # fmt: skip
+__all__ = ["MAX_PARTICLES", "MOST_SE", "PRECISE_SE", "chains", "check_names", "cleared",
+           "largest", "more_particles", "pooled_checks", "precise_se", "record",
+           "topped_up"]  # fmt: skip
 
-PRECISE_SE = 0.025  # nats: a rung whose weights pass is topped up with particles to this SE
+PRECISE_SE = 0.025  # nats: a first rung whose weights pass is topped up with particles to this SE
+MOST_SE = 0.05  # nats: the SE a later rung is topped up to at most (precise_se)
 MAX_PARTICLES = 8  # a topped-up rung's particles at most this many times its run's (SE ÷ √8)
 _KEYS = 7919  # the top-ups' keys: the rung's key folded with this + i (rungs fold 1, 2, …)
 
@@ -97,14 +101,24 @@ def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:
     return tuple(checks)
 
 
+def precise_se(num_steps: int) -> float:
+    """The SE a passing rung of ``num_steps`` temperatures is topped up to: ``PRECISE_SE`` at
+    the first rung's 250, × √(num_steps / 250) above it, at most ``MOST_SE`` (module docstring).
+
+    >>> precise_se(250), precise_se(1000), precise_se(16000)
+    (0.025, 0.05, 0.05)
+    """
+    return min(MOST_SE, PRECISE_SE * math.sqrt(max(num_steps, 1) / FIRST_NUM_STEPS))
+
+
 def more_particles(se: float, num: int, *, unit: int, cost: float, room: float,
-                   most: float = float("inf")) -> int:  # fmt: skip
+                   most: float = float("inf"), target: float = PRECISE_SE) -> int:  # fmt: skip
     """How many more particles (a chain) bring the SE ``se`` of ``num`` pooled particles to
-    ``PRECISE_SE`` (its square falls as 1/particles), in whole ``unit``s: at most ``most``
-    and what ``room`` gradients allow at ``cost`` a particle."""
-    if not (np.isfinite(se) and se > PRECISE_SE):
+    ``target`` (its square falls as 1/particles), in whole ``unit``s: at most ``most`` and
+    what ``room`` gradients allow at ``cost`` a particle."""
+    if not (np.isfinite(se) and se > target):
         return 0
-    wanted = math.ceil(num * ((se / PRECISE_SE) ** 2 - 1) / unit - 1e-9)
+    wanted = math.ceil(num * ((se / target) ** 2 - 1) / unit - 1e-9)
     allowed = min(most, room // max(cost, 1e-300)) // unit
     return int(max(min(wanted, allowed), 0) * unit)
 
@@ -112,11 +126,11 @@ def more_particles(se: float, num: int, *, unit: int, cost: float, room: float,
 def topped_up(key, results, run, *, room, unit=None) -> tuple[list[AISResult], int]:
     """The rung's chains topped up with runs of ``run(key, num_particles=k)`` (every chain,
     ``k`` a multiple of ``unit``, by default :func:`~ppl_hais.annealing.execution.top_up_unit`)
-    while their weights pass every check and their pooled SE exceeds ``PRECISE_SE`` (module
+    while their weights pass every check and their pooled SE exceeds :func:`precise_se` (module
     docstring), within ``room`` gradients; each chain's runs pooled into one result. Returns
     the chains and the gradients the top-ups spent."""
     pooled, spent, done = list(results), 0, 1
-    first = results[0].num_particles
+    first, target = results[0].num_particles, precise_se(results[0].settings["num_steps"])
     if unit is None:
         unit = top_up_unit(first, len(results), results[0].settings.get("num_devices", 1))
     cost = main_gradients(results) / first  # gradients per particle of every chain
@@ -124,7 +138,7 @@ def topped_up(key, results, run, *, room, unit=None) -> tuple[list[AISResult], i
         _, var = diagnostics.pool([r.log_z for r in pooled], [r.log_z_se for r in pooled])
         num = pooled[0].num_particles
         more = more_particles(math.sqrt(var), num, unit=unit, cost=cost, room=room - spent,
-                              most=MAX_PARTICLES * first - num)  # fmt: skip
+                              most=MAX_PARTICLES * first - num, target=target)  # fmt: skip
         if more < 1:
             break
         runs = run(host_fold_in(key, _KEYS + done), num_particles=more)
