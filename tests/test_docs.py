@@ -156,6 +156,8 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     text = " ".join(README.read_text().split())
     said = re.search(r"no silent miss and (\d+) false alarms? in (\d+) runs", text)
     assert said is not None and silent == "0" and said.groups() == (false, runs)
+    beyond = re.search(r"(\d+) unwarned runs? beyond 2 SE \+ 0.02", page).group(1)
+    assert f"{false} false alarms in {runs} runs, {beyond} unwarned runs beyond 2 SE + 0.02" in text
     header = next(line for line in page.splitlines() if line.startswith("| model | adapter"))
     names = [c.strip() for c in header.strip("|").split("|")]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
