@@ -127,7 +127,8 @@ def test_topped_up_reaches_the_precise_se_with_fresh_keys_and_counts_its_gradien
 
 def test_a_later_rung_is_topped_up_to_an_se_that_grows_as_the_root_of_its_temperatures():
     """A particle of a rung of 1000 temperatures costs 4× one of the first rung's 250: its
-    target SE is twice as large, so that a top-up from a given SE costs the same gradients."""
+    target SE is twice as large, so that a top-up from a given SE costs the same gradients; a
+    rung whose bias check is due is topped up only to ``MOST_SE``."""
     assert precise_se(FIRST_NUM_STEPS) == PRECISE_SE
     assert precise_se(4 * FIRST_NUM_STEPS) == pytest.approx(2 * PRECISE_SE) == MOST_SE
     assert precise_se(64 * FIRST_NUM_STEPS) == MOST_SE
@@ -142,3 +143,10 @@ def test_a_later_rung_is_topped_up_to_an_se_that_grows_as_the_root_of_its_temper
         _run(np.random.default_rng(num_particles), num=num_particles, steps=1000)],
         room=1e12, unit=64)  # fmt: skip
     assert spent > 0 and 0.8 * MOST_SE < out[0].log_z_se <= MOST_SE  # not on to 0.025
+    # a first rung whose bias check is due may move on: topped up to what the check needs
+    first = [_run(rng, num=256)]  # SE about √(2/256) = 0.088
+    assert first[0].log_z_se > MOST_SE and first[0].settings["num_steps"] == FIRST_NUM_STEPS
+    out, spent = topped_up(jax.random.key(3), first, lambda key, num_particles: [
+        _run(np.random.default_rng(num_particles), num=num_particles)], room=1e12, unit=64,
+        final=False)  # fmt: skip
+    assert spent > 0 and 0.8 * MOST_SE < out[0].log_z_se <= MOST_SE

@@ -5,16 +5,14 @@ log likelihood, the prior as an initial distribution) and calls :func:`evidence`
 
 1. chooses the initial distribution (``initial="auto"``: the prior, a Gaussian fitted at the
    posterior mode, or on a hard path natural-gradient VI fits, whichever anneals better on a
-   discarded pilot run: ``ppl_hais.starts``; any normalized initial keeps Ẑ unbiased for
-   p(data | model));
+   discarded pilot run: ``ppl_hais.starts``; any normalized one keeps Ẑ unbiased);
 2. runs the chains (independent annealing runs sharing that pilot's tuning);
 3. pools them, checks the pooled estimate and raises one :class:`~ppl_hais.EvidenceWarning`
    naming every failed check;
 4. resamples posterior draws from the user's key.
 
-The targets it builds are kept on the model object, and the annealer compiles once per target
-*structure* (:mod:`ppl_hais.runtime.structure`): a second call, or a new model object of the
-same structure over data of the same shapes, compiles nothing.
+The annealer compiles once per target *structure* (:mod:`ppl_hais.runtime.structure`): a second
+call, or a new model of the same structure over data of the same shapes, compiles nothing.
 
 Example
 -------
@@ -195,9 +193,9 @@ def evidence(
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
     (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
-    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.025 nat (0.05 from 1000
-    temperatures on) anneals the particles that SE asks for and pools them (``num_runs``,
-    :mod:`ppl_hais.workflow.runs`); after a rung of 1000 or more whose bias check found over 0.1
+    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.05 nat (0.025 at a
+    first rung no check questions) anneals the particles that SE asks for and pools them
+    (:mod:`ppl_hais.workflow.runs`); after a rung of 1000 or more whose bias check found over 0.1
     nat missing while its lag check failed, the rungs give each particle a step size of its
     own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
     A rung that still fails with its bias check run is given as the bridge of its forward and
@@ -273,8 +271,10 @@ def evidence(
         spent += main_gradients(results)
         gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
         if ladder and not own_reverse:  # weights that pass, an SE that particles bound
+            due = checking and (bias_check is True or needs_check(results))  # may move on
             reserve = bias_reserve(steps, gps, last_check) if checking else 0
-            results, used = topped_up(key, results, run, room=max_gradients - spent - reserve)
+            results, used = topped_up(key, results, run, room=max_gradients - spent - reserve,
+                                      final=not due)  # fmt: skip
             spent += used
         log_z, var, checks = _pooled(results, budget, target_se, steps)
         fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,

@@ -13,14 +13,16 @@ run's, and pools each chain's runs into one result of all their particles
 run of all the particles (twice the cost, SE 0.018) where a quarter more (a unit of 128 on two
 cores) reach 0.023.
 
-The first rung (250 temperatures) is topped up to ``PRECISE_SE``, a quarter of the 0.1 nat the
-trust suite calls right, so that ±2 SE of a call that ends there stays inside it with room for
-a shortfall beside the noise; at 0.05, an honest SE of 0.047 put 2 SE + 0.02 at 2.4 SEs, beyond
+A rung whose bias check is due (``final=False``) may yet move on, and would drop the particles
+bought for it: it is topped up to ``MOST_SE``, 0.05 nat, what its check needs. One that no check
+questions ends the ladder once its weights pass, and its SE is all its error bar holds: it is
+topped up to :func:`precise_se`, ``PRECISE_SE`` at the first rung's 250 temperatures, a quarter
+of the 0.1 nat the trust suite calls right, so that ±2 SE stays inside it with room for a
+shortfall beside the noise. At 0.05, an honest SE of 0.047 put 2 SE + 0.02 at 2.4 SEs, beyond
 which one run in 65 falls by chance (the centered weak-data funnel of docs/trust_suite.md, 1 of
-its 40 runs); at 0.025 one in 200 does. A later rung's target grows as √temperatures up to
-``MOST_SE`` (0.05 from 1000 on): a particle there costs 4× as many gradients, and at this rate a
-top-up from a given SE costs the same gradients on every rung. Topped up to 0.025 at 1000
-temperatures, centered eight schools cost 2.6× its gradients (docs/ladder.md).
+its 40 runs); at 0.025 one in 200 does. The target grows as √temperatures to ``MOST_SE`` from
+1000 on: a particle there costs 4× as many gradients, and at this rate a top-up from a given SE
+costs the same on every rung.
 
 The top-up comes before the rung's bias check, whose noise then shrinks with it: a check that
 the forward estimate's noise left inconclusive at 250 temperatures (``ladder.settled``) would
@@ -66,8 +68,8 @@ __all__ = ["MAX_PARTICLES", "MOST_SE", "PRECISE_SE", "chains", "check_names", "c
            "largest", "more_particles", "pooled_checks", "precise_se", "record",
            "topped_up"]  # fmt: skip
 
-PRECISE_SE = 0.025  # nats: a first rung whose weights pass is topped up with particles to this SE
-MOST_SE = 0.05  # nats: the SE a later rung is topped up to at most (precise_se)
+PRECISE_SE = 0.025  # nats: a first rung that no check questions is topped up to this SE
+MOST_SE = 0.05  # nats: a rung whose check is due, or a later rung, at most to this (precise_se)
 MAX_PARTICLES = 8  # a topped-up rung's particles at most this many times its run's (SE ÷ √8)
 _KEYS = 7919  # the top-ups' keys: the rung's key folded with this + i (rungs fold 1, 2, …)
 
@@ -123,14 +125,17 @@ def more_particles(se: float, num: int, *, unit: int, cost: float, room: float,
     return int(max(min(wanted, allowed), 0) * unit)
 
 
-def topped_up(key, results, run, *, room, unit=None) -> tuple[list[AISResult], int]:
+def topped_up(key, results, run, *, room, unit=None,
+              final: bool = True) -> tuple[list[AISResult], int]:  # fmt: skip
     """The rung's chains topped up with runs of ``run(key, num_particles=k)`` (every chain,
     ``k`` a multiple of ``unit``, by default :func:`~ppl_hais.annealing.execution.top_up_unit`)
-    while their weights pass every check and their pooled SE exceeds :func:`precise_se` (module
+    while their weights pass every check and their pooled SE exceeds :func:`precise_se` of
+    their temperatures (``MOST_SE`` unless ``final``: a rung whose bias check is due; module
     docstring), within ``room`` gradients; each chain's runs pooled into one result. Returns
     the chains and the gradients the top-ups spent."""
     pooled, spent, done = list(results), 0, 1
-    first, target = results[0].num_particles, precise_se(results[0].settings["num_steps"])
+    steps = results[0].settings["num_steps"]
+    first, target = results[0].num_particles, precise_se(steps) if final else MOST_SE
     if unit is None:
         unit = top_up_unit(first, len(results), results[0].settings.get("num_devices", 1))
     cost = main_gradients(results) / first  # gradients per particle of every chain
