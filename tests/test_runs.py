@@ -148,5 +148,5 @@ def test_a_later_rung_is_topped_up_to_an_se_that_grows_as_the_root_of_its_temper
     assert first[0].log_z_se > MOST_SE and first[0].settings["num_steps"] == FIRST_NUM_STEPS
     out, spent = topped_up(jax.random.key(3), first, lambda key, num_particles: [
         _run(np.random.default_rng(num_particles), num=num_particles)], room=1e12, unit=64,
-        final=False)  # fmt: skip
+        final=lambda pooled: False)  # fmt: skip
     assert spent > 0 and 0.8 * MOST_SE < out[0].log_z_se <= MOST_SE

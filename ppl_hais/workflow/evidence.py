@@ -271,10 +271,9 @@ def evidence(
         spent += main_gradients(results)
         gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
         if ladder and not own_reverse:  # weights that pass, an SE that particles bound
-            due = checking and (bias_check is True or needs_check(results))  # may move on
             reserve = bias_reserve(steps, gps, last_check) if checking else 0
             results, used = topped_up(key, results, run, room=max_gradients - spent - reserve,
-                                      final=not due)  # fmt: skip
+                final=lambda rs: not checking or not (bias_check is True or needs_check(rs)))
             spent += used
         log_z, var, checks = _pooled(results, budget, target_se, steps)
         fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,

@@ -13,16 +13,16 @@ run's, and pools each chain's runs into one result of all their particles
 run of all the particles (twice the cost, SE 0.018) where a quarter more (a unit of 128 on two
 cores) reach 0.023.
 
-A rung whose bias check is due (``final=False``) may yet move on, and would drop the particles
-bought for it: it is topped up to ``MOST_SE``, 0.05 nat, what its check needs. One that no check
-questions ends the ladder once its weights pass, and its SE is all its error bar holds: it is
-topped up to :func:`precise_se`, ``PRECISE_SE`` at the first rung's 250 temperatures, a quarter
-of the 0.1 nat the trust suite calls right, so that ±2 SE stays inside it with room for a
-shortfall beside the noise. At 0.05, an honest SE of 0.047 put 2 SE + 0.02 at 2.4 SEs, beyond
-which one run in 65 falls by chance (the centered weak-data funnel of docs/trust_suite.md, 1 of
-its 40 runs); at 0.025 one in 200 does. The target grows as √temperatures to ``MOST_SE`` from
-1000 on: a particle there costs 4× as many gradients, and at this rate a top-up from a given SE
-costs the same on every rung.
+A rung whose bias check is due (``final``, asked at an SE of 0.05) may yet move on, and would
+drop the particles bought for it: it is topped up to ``MOST_SE``, 0.05 nat, what its check
+needs. One that no check questions ends the ladder once its weights pass, and its SE is all its
+error bar holds: it is topped up to :func:`precise_se`, ``PRECISE_SE`` at the first rung's 250
+temperatures, a quarter of the 0.1 nat the trust suite calls right, so that ±2 SE stays inside
+it with room for a shortfall beside the noise. At 0.05, an honest SE of 0.047 put 2 SE + 0.02 at
+2.4 SEs, beyond which one run in 65 falls by chance (the centered weak-data funnel of
+docs/trust_suite.md, 1 of its 40 runs); at 0.025 one in 200 does. The target grows as
+√temperatures to ``MOST_SE`` from 1000 on: a particle there costs 4× as many gradients, and at
+this rate a top-up from a given SE costs the same on every rung.
 
 The top-up comes before the rung's bias check, whose noise then shrinks with it: a check that
 the forward estimate's noise left inconclusive at 250 temperatures (``ladder.settled``) would
@@ -126,23 +126,24 @@ def more_particles(se: float, num: int, *, unit: int, cost: float, room: float,
 
 
 def topped_up(key, results, run, *, room, unit=None,
-              final: bool = True) -> tuple[list[AISResult], int]:  # fmt: skip
+              final=lambda pooled: True) -> tuple[list[AISResult], int]:  # fmt: skip
     """The rung's chains topped up with runs of ``run(key, num_particles=k)`` (every chain,
     ``k`` a multiple of ``unit``, by default :func:`~ppl_hais.annealing.execution.top_up_unit`)
-    while their weights pass every check and their pooled SE exceeds :func:`precise_se` of
-    their temperatures (``MOST_SE`` unless ``final``: a rung whose bias check is due; module
-    docstring), within ``room`` gradients; each chain's runs pooled into one result. Returns
-    the chains and the gradients the top-ups spent."""
+    while their weights pass every check and their pooled SE exceeds ``MOST_SE``, then, where
+    ``final(pooled)`` says no bias check is due on them (the rung ends the ladder), while it
+    exceeds :func:`precise_se` of their temperatures (module docstring); within ``room``
+    gradients; each chain's runs pooled into one result. Returns the chains and the gradients
+    the top-ups spent."""
     pooled, spent, done = list(results), 0, 1
-    steps = results[0].settings["num_steps"]
-    first, target = results[0].num_particles, precise_se(steps) if final else MOST_SE
+    first, steps = results[0].num_particles, results[0].settings["num_steps"]
     if unit is None:
         unit = top_up_unit(first, len(results), results[0].settings.get("num_devices", 1))
     cost = main_gradients(results) / first  # gradients per particle of every chain
     while not pooled_checks(pooled):
         _, var = diagnostics.pool([r.log_z for r in pooled], [r.log_z_se for r in pooled])
-        num = pooled[0].num_particles
-        more = more_particles(math.sqrt(var), num, unit=unit, cost=cost, room=room - spent,
+        num, se = pooled[0].num_particles, math.sqrt(var)
+        target = precise_se(steps) if se <= MOST_SE and final(pooled) else MOST_SE
+        more = more_particles(se, num, unit=unit, cost=cost, room=room - spent,
                               most=MAX_PARTICLES * first - num, target=target)  # fmt: skip
         if more < 1:
             break
