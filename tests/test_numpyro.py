@@ -19,7 +19,7 @@ from numpyro import handlers  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import numpyro as phn  # noqa: E402
-from ppl_hais.workflow.runs import PRECISE_SE  # noqa: E402
+from ppl_hais.workflow.runs import MAX_PARTICLES, MOST_SE, PRECISE_SE  # noqa: E402
 
 TOL = 4.0
 
@@ -598,7 +598,7 @@ def test_the_bias_checks_mcmc_compiles_once_per_model_structure():
 
 def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     """Ten coordinates annealed from a N(0, 3²) prior with 64 particles a chain: the rung that
-    passes has an SE above 0.025, so it anneals more particles and pools them
+    passes has an SE above 0.05, so it anneals more particles and pools them
     (ppl_hais.workflow.runs); the posterior keeps ``num_particles`` draws a chain, the estimate
     its exact value."""
     y = np.linspace(-2.0, 2.0, 10)
@@ -613,7 +613,10 @@ def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     ev = hais.evidence
     runs = ev.results[0].settings["num_runs"]
     assert runs > 1 and all(r.num_particles % 64 == 0 and r.num_particles > 64 for r in ev.results)
-    assert hais.log_evidence_se <= PRECISE_SE and not ev.checks
+    last = ev.trajectory[-1]  # to 0.05 where a bias check was due, else to 0.025, or the cap
+    capped = all(r.num_particles == MAX_PARTICLES * 64 for r in ev.results)
+    assert last.log_z_se <= (MOST_SE if np.isfinite(last.bias_gap) else PRECISE_SE) or capped
+    assert not ev.checks
     assert abs(hais.log_evidence - exact) < 4 * hais.log_evidence_se
     assert hais.get_samples(group_by_chain=True)["z"].shape == (2, 64, 10)
     assert hais.get_samples(jax.random.key(1), group_by_chain=True)["z"].shape == (2, 64, 10)

@@ -13,7 +13,7 @@ pm = pytest.importorskip("pymc")
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import pymc as php  # noqa: E402
 from ppl_hais.adapters.pymc.target import cached_target  # noqa: E402
-from ppl_hais.workflow.runs import PRECISE_SE  # noqa: E402
+from ppl_hais.workflow.runs import MAX_PARTICLES, MOST_SE, PRECISE_SE  # noqa: E402
 
 TOL = 4.0
 
@@ -592,7 +592,7 @@ def test_a_gp_marginal_likelihood():
 
 
 def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
-    """As in test_numpyro: a rung that passes at an SE above 0.025 runs again and pools the
+    """As in test_numpyro: a rung that passes at an SE above 0.05 runs again and pools the
     particles (ppl_hais.workflow.runs);
     the posterior keeps ``draws`` a chain, the estimate is exact."""
     y = np.linspace(-2.0, 2.0, 10)
@@ -605,8 +605,10 @@ def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     st = idata.sample_stats
     assert int(st.attrs["hais_num_runs"]) > 1 and dict(idata.posterior.sizes)["draw"] == 64
     se = float(st["log_evidence_se"])
-    assert se <= PRECISE_SE and not st.attrs["evidence_checks"]
-    assert abs(float(st["log_evidence"]) - exact) < 4 * se
+    rung, gap = (float(st[f"ladder_{k}"][-1]) for k in ("log_marginal_likelihood_se", "bias_gap"))
+    capped = int(st.attrs["hais_num_particles"]) == MAX_PARTICLES * 64  # at most 8x the run's
+    assert rung <= (MOST_SE if np.isfinite(gap) else PRECISE_SE) or capped  # 0.05: check due
+    assert not st.attrs["evidence_checks"] and abs(float(st["log_evidence"]) - exact) < 4 * se
 
 
 def test_importing_the_adapter_leaves_the_processs_devices_alone():

@@ -282,8 +282,7 @@ def evidence(
         if checking and _bias_due(checks, last_rung, ladder and bool(trajectory)):
             if bias_check is True or needs_check(results):
                 bias = _bias(host_fold_in(rng_key, 29 + 1000 * len(trajectory)), model, target,
-                             results, pilot, log_z, var, options,
-                             progress_bar)  # fmt: skip
+                             results, pilot, log_z, var, options, progress_bar)
                 spent, last_check = spent + bias.gradients, Spent(bias.gradients, bias.num_draws,
                                                                    steps)  # fmt: skip
                 checks += diagnostics.evidence_checks(bias_gap=bias.gap, bias_gap_se=bias.gap_se)
