@@ -1,5 +1,6 @@
 """phn.bridge_sampling: a NumPyro MCMC's draws in, the evidence out, against exact values."""
 
+import os
 import warnings
 
 import arviz as az
@@ -144,3 +145,58 @@ def test_numpy_data_after_nuts_in_the_same_process():
         warnings.simplefilter("ignore", ph.EvidenceWarning)
         res = phn.bridge_sampling(m, _schools, 8, sigma, y, progress_bar=False)
     assert abs(res.log_z - _schools_exact(sigma, y)) < 4 * res.log_z_se + 0.05
+
+
+
+_AFTER_NUTS = """
+import json, sys, warnings
+import jax, jax.numpy as jnp, numpy as np, numpyro, numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS
+from ppl_hais.adapters import numpyro as phn
+
+def model(g, y=None):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 2.0))
+    with numpyro.plate("groups", 6):
+        a = numpyro.sample("a", dist.Normal(mu, 0.7))
+    numpyro.sample("y", dist.Normal(a[g], 0.5), obs=y)
+
+rng = np.random.default_rng(7)
+g0 = rng.integers(0, 6, size=30)
+y = rng.normal(size=30) + 0.5 * g0
+out = {}
+for kind in ("int64", "uint8", "jax_int32"):
+    g = jnp.asarray(g0) if kind == "jax_int32" else g0.astype(kind)
+    m = MCMC(NUTS(model), num_warmup=200, num_samples=300, num_chains=2,
+             chain_method="sequential", progress_bar=False)
+    m.run(jax.random.key(0), g, y=y)
+    res = phn.bridge_sampling(m, model, g, y=y, progress_bar=False)
+    hais = phn.HAIS(model, num_steps=300, progress_bar=False)
+    hais.run(jax.random.key(1), g, y=y)
+    out[kind] = [res.log_z, res.log_z_se, hais.log_evidence, hais.log_evidence_se]
+print(json.dumps(dict(g=g0.tolist(), y=y.tolist(), x64=bool(jax.config.jax_enable_x64), out=out)))
+"""
+
+
+def test_integer_index_data_after_nuts():
+    """An index array of any integer dtype, NumPy's or JAX's, after NUTS ran the model in
+    float32 in the same fresh process (as a user's is: this suite runs in float64): bridge
+    sampling and HAIS both run in float64 on it and match the exact evidence. A NumPy int64
+    index crashed both with int32 beside int64 in JAX's indexing."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_ENABLE_X64")}
+    done = subprocess.run([sys.executable, "-c", _AFTER_NUTS], capture_output=True, text=True,
+                          env=env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not found["x64"]  # NUTS ran in float32, and the process is still in it
+    g, y = np.asarray(found["g"]), np.asarray(found["y"])
+    z = np.eye(6)[g]
+    exact = stats.multivariate_normal(np.zeros(30), 0.25 * np.eye(30) + 0.49 * z @ z.T + 4.0
+                                      ).logpdf(y)  # fmt: skip
+    assert set(found["out"]) == {"int64", "uint8", "jax_int32"}
+    for kind, (bridge, bridge_se, hais, hais_se) in found["out"].items():
+        assert abs(bridge - exact) < 4 * bridge_se + 0.02, kind
+        assert abs(hais - exact) < 4 * hais_se + 0.02, kind

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["as_jax_arrays", "check_broadcast", "check_data"]
+__all__ = ["as_jax_arrays", "as_jax_data", "check_broadcast", "check_data"]
 
 
 def check_broadcast(name, site):
@@ -93,3 +93,21 @@ def as_jax_arrays(arrays) -> list:
     if not jax.config.jax_enable_x64:
         return list(arrays)
     return [a if isinstance(a, jax.Array) else jnp.asarray(a) for a in arrays]
+
+
+def as_jax_data(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A model's arguments for a float64 call, before its first trace: numeric NumPy arrays
+    and scalars as JAX arrays of this call's precision (int64 stays int64). Left as NumPy, an
+    int64 index array that NUTS had used in float32 in the same process reached the model's
+    eager first run as int32 beside int64 sizes, and JAX's indexing refused to add them.
+    Other leaves (JAX arrays, strings, objects) stay as given; outside float64 nothing
+    changes."""
+    if not jax.config.jax_enable_x64:
+        return tuple(args), dict(kwargs)
+
+    def leaf(x):
+        if isinstance(x, np.ndarray | np.generic) and x.dtype.kind in "biufc":
+            return jnp.asarray(x)
+        return x
+
+    return jax.tree.map(leaf, tuple(args)), jax.tree.map(leaf, dict(kwargs))

@@ -35,7 +35,7 @@ from ppl_hais.model.target import num_draws, sample_shape_of
 from ppl_hais.runtime.precision import float64
 from ppl_hais.runtime.structure import compile_once, merge
 
-from .data import as_jax_arrays, check_data
+from .data import as_jax_arrays, as_jax_data, check_data
 from .model import (
     Structure,
     centered_sites,
@@ -100,7 +100,7 @@ class NumPyroTarget(SplitDensity):
     values) falls back to compiling per data set. Its data are checked first (``.data``)."""
 
     def __init__(self, model, model_args=(), model_kwargs=None, rng_key=None):
-        args, kwargs = tuple(model_args), dict(model_kwargs or {})
+        args, kwargs = as_jax_data(tuple(model_args), dict(model_kwargs or {}))
         key = jax.random.key(0) if rng_key is None else rng_key
         tr, sites, unconstrained, flat, unravel = _first_trace(model, args, kwargs, key)
         check_data(model, args, kwargs, tr)
