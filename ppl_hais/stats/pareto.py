@@ -59,7 +59,8 @@ def fit_gpd(excess) -> tuple[float, float]:
     weight, theta = weight[keep] / weight[keep].sum(), theta[keep]
     theta_mean = float(np.sum(theta * weight))
     k_mean = float(np.mean(np.log1p(-theta_mean * x)))
-    sigma = -k_mean / theta_mean
+    # θ → 0 is the exponential tail: k → 0, σ → the mean excess
+    sigma = -k_mean / theta_mean if theta_mean != 0 else float(np.mean(x))
     k_post = (n * k_mean + PRIOR_K * 0.5) / (n + PRIOR_K)
     return (float("inf"), float("nan")) if np.isnan(k_post) else (k_post, sigma)
 
