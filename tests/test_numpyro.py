@@ -16,6 +16,7 @@ from scipy.stats import multivariate_normal
 numpyro = pytest.importorskip("numpyro")
 import numpyro.distributions as dist  # noqa: E402
 from numpyro import handlers  # noqa: E402
+from numpyro.infer import MCMC, NUTS  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import numpyro as phn  # noqa: E402
@@ -406,6 +407,35 @@ def test_model_comparison_picks_true_regression():
             runs[f"{k} predictors"],
             multivariate_normal(np.zeros(60), np.eye(60) + Xk @ Xk.T).logpdf(y),
         )
+
+
+def test_evidences_over_different_data_are_refused():
+    """The same model on 60 and on 30 observations: two evidences, no Bayes factor. The
+    comparison says which results differ and how, before any table; over the same data (a
+    HAIS run, a bridge from NUTS, their ArviZ output) it goes on."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    y = X @ np.array([1.0, -0.5]) + rng.normal(size=60)
+    opts = dict(num_particles=128, num_steps=200)
+    full = evidence(blr, jnp.asarray(X), y=jnp.asarray(y), opts=opts)
+    half = evidence(blr, jnp.asarray(X[:30]), y=jnp.asarray(y[:30]), opts=opts)
+    assert full.evidence.observed_data.size == 60 and half.evidence.observed_data.size == 30
+    with pytest.raises(ValueError, match=r"different numbers of observations(.|\n)*'full': 60 "
+                       r"observed values \(y: \(60,\)(.|\n)*'half': 30 observed"):
+        ph.compare_evidence({"full": full, "half": half})
+    table = ph.compare_evidence({"full": full, "half": half}, require_same_data=False)
+    assert set(table.index) == {"full", "half"}
+    # the same y under other covariates, as ArviZ output, and from NUTS draws: comparable
+    one = evidence(blr, jnp.asarray(X[:, :1]), y=np.asarray(y, dtype=np.float32), opts=opts)
+    mcmc = MCMC(NUTS(blr), num_warmup=200, num_samples=300, progress_bar=False)
+    mcmc.run(jax.random.key(2), jnp.asarray(X), y=jnp.asarray(y))
+    bridged = phn.bridge_sampling(mcmc, blr, jnp.asarray(X), y=jnp.asarray(y),
+                                  progress_bar=False)  # fmt: skip
+    assert bridged.observed_data == full.evidence.observed_data
+    assert ph.arviz.group(full.to_arviz(), "sample_stats").attrs["observed_size"] == 60
+    table = ph.compare_evidence({"two": full.to_arviz(), "one": one, "nuts": bridged})
+    assert len(table) == 3
+
 
 
 # --------------------------------------------------------------------------- refusals

@@ -13,6 +13,8 @@ pm = pytest.importorskip("pymc")
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import pymc as php  # noqa: E402
 from ppl_hais.adapters.pymc.target import cached_target  # noqa: E402
+from ppl_hais.model.observed import observed_data  # noqa: E402
+from ppl_hais.workflow.compare import observed_of  # noqa: E402
 from ppl_hais.workflow.runs import MAX_PARTICLES, MOST_SE, PRECISE_SE  # noqa: E402
 
 TOL = 4.0
@@ -263,6 +265,35 @@ def test_comparison_against_smc_table():
     assert table.index[0] == "2 predictors"
 
 
+def test_evidences_over_different_data_are_refused_smc_too():
+    """sample_hais records what it conditions on; pm.sample_smc's output is read from its
+    observed_data group: over the same y they compare (the digest reads values, not names or
+    dtypes: PyMC's 'y' against a NumPyro 'obs' in float32), over 40 of its 60 they are
+    refused, saying so."""
+    y = np.random.default_rng(5).normal(0.4, 1.0, size=60)
+
+    def fitted(data):
+        with pm.Model() as m:
+            mu = pm.Normal("mu", 0.0, 1.0)
+            pm.Normal("y", mu, 1.0, observed=data)
+        return m
+
+    idata, _, _ = evidence(fitted(y), draws=128, num_steps=200)
+    with fitted(y[:40]):
+        smc = pm.sample_smc(draws=200, chains=2, progressbar=False, random_seed=3,
+                            compute_convergence_checks=False)  # fmt: skip
+    assert idata["sample_stats"].attrs["observed_size"] == 60
+    with pytest.raises(ValueError, match=r"'hais': 60 observed values(.|\n)*'smc': 40"):
+        ph.compare_evidence({"hais": idata, "smc": smc})
+    with fitted(y):
+        smc = pm.sample_smc(draws=200, chains=2, progressbar=False, random_seed=3,
+                            compute_convergence_checks=False)  # fmt: skip
+    numpyro_record = observed_data({"obs": y.astype(np.float32)})
+    assert observed_of(smc) == numpyro_record == observed_of(idata)
+    assert len(ph.compare_evidence({"hais": idata, "smc": smc})) == 2
+
+
+
 # ------------------------------------------------------------------------------ refusals
 
 
@@ -319,12 +350,13 @@ def test_repeat_calls_reuse_compilation_and_follow_set_data():
     assert cached_target(model) is not target
 
 
-def test_a_model_built_again_reuses_the_compiled_programs_and_other_data_does_not():
-    """A notebook re-runs the cell that builds the model: a new pm.Model of the same variables
-    over the same data gives a target equal to the first one's (its log density graph,
-    constants compared by value), so the annealer's compiled programs are reused and the same
-    seed gives the same result; other observed values of the same shape, or data in
-    ``pm.Data`` (shared variables, compared by identity), make a target of their own."""
+def test_a_model_over_the_same_or_other_data_reuses_the_compiled_programs():
+    """A notebook re-runs the cell that builds the model, or builds it over other observed
+    values of the same shape: the target equals the first one (its log
+    density graph, with the observed values as its inputs), so the annealer's compiled
+    programs are reused, the data passed as their arguments. The same data and seed give the
+    same result; other data their own evidence, and their own record of what they condition
+    on."""
     from ppl_hais.runtime.structure import split
     from ppl_hais.starts import prior_target
 
@@ -344,15 +376,44 @@ def test_a_model_built_again_reuses_the_compiled_programs_and_other_data_does_no
     first, again, other = build(y1), build(y1.copy()), build(y2)
     a, b, c = (cached_target(m) for m in (first, again, other))
     assert a is not b and a == b and hash(a) == hash(b) and a.prior == b.prior
-    assert a != c and a.prior != c.prior
-    assert cached_target(build(y1, data=True)) != cached_target(build(y1, data=True))
-    structure = lambda t: split(prior_target(t))[0]  # noqa: E731 - what keys the programs
-    assert structure(a) == structure(b) and structure(a) != structure(c)
+    assert a == c and a.observed_data == b.observed_data != c.observed_data
+    # pm.Data (shared variables) may enter the graph beyond the observed values (PyMC reads
+    # the observed variable's shape from it): compared by value, so other data compile anew
+    assert cached_target(build(y1, data=True)) != cached_target(build(y2, data=True))
+    structure = lambda t: split(prior_target(t))  # noqa: E731 - what keys the programs
+    (sa, da), (sb, _), (sc, dc) = structure(a), structure(b), structure(c)
+    assert sa == sb == sc and not np.array_equal(da[0], dc[0])
     (_, est1, se1), (_, est2, se2), (_, est3, se3) = (evidence(m) for m in (first, again, other))
     assert (est1, se1) == (est2, se2)
     check(est1, se1, exact(y1))
     check(est3, se3, exact(y2))
     assert abs(exact(y2) - exact(y1)) > 10 * se1
+
+
+def test_other_data_replace_only_the_observed_values():
+    """A model built over zeros whose mean holds ``0.0 * x`` (which PyTensor may fold to zeros
+    too): over other data its log density is the model's built over them, term for term (the
+    observed values are the density's inputs from the start, so no equal constant elsewhere
+    in the graph is taken for the data)."""
+    import jax
+
+    from ppl_hais.adapters.pymc.target import PyMCTarget
+
+    rng = np.random.default_rng(2)
+    x, y = np.tile([-0.5, 0.5], 10), rng.normal(size=20)
+
+    def build(data):
+        with pm.Model() as model:
+            a = pm.Normal("a", 0.0, 1.0)
+            sigma = pm.HalfNormal("sigma", 1.0)
+            pm.Normal("y", a + 0.0 * x, sigma, observed=data)
+        return model
+
+    moved = PyMCTarget(build(np.zeros(20))).with_data({"y": y})
+    direct = PyMCTarget(build(y))
+    with jax.enable_x64(True):
+        for z in rng.normal(size=(3, 2)):
+            assert np.allclose(moved.log_parts(z), direct.log_parts(z), rtol=1e-12, atol=0)
 
 
 def test_cores_sets_the_particle_groups(monkeypatch):
@@ -535,7 +596,7 @@ def test_a_warning_on_a_centered_hierarchy_names_the_variables_to_non_center():
     """θ_i ~ N(0, τ) written centered: a failed check's warning names θ and the non-centered
     form; written non-centered (θ = τ·z, a Deterministic), or a regression whose only latent
     scale is the noise's, no note."""
-    from ppl_hais.adapters.pymc.target import centered_variables
+    from ppl_hais.adapters.pymc.graph import centered_variables
 
     y = np.array([25.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
     with pm.Model() as centered:

@@ -96,6 +96,23 @@ def test_compare_reads_smc_idata_whose_chains_ran_different_numbers_of_stages():
     assert est == pytest.approx(np.log(np.mean(np.exp([-10.0, -10.1]))))
 
 
+def test_observed_record_reads_values_only():
+    """Names, site order, shapes and dtypes do not change the record; values and their number
+    do, and the refusal says which kind of difference it is."""
+    from ppl_hais.model.observed import differences, from_attrs, observed_data
+
+    y, k = np.linspace(-1, 1, 10), np.arange(5)
+    a = observed_data({"y": y, "k": k})
+    assert a == observed_data({"counts": k.astype(np.int16), "obs": y.astype(np.float32)[:, None]})
+    assert a.size == 15 and from_attrs(a.attrs()) == a and from_attrs(a.attrs()).sites == a.sites
+    other = observed_data({"y": y + 1e-3, "k": k})
+    assert other != a and other.size == a.size
+    assert "same number of observations with different values" in differences(
+        {"a": a, "b": other, "c": None})
+    assert "different numbers" in differences({"a": a, "b": observed_data({"y": y})})
+    assert differences({"a": a, "b": observed_data({"z": y, "w": k}), "c": None}) is None
+
+
 def test_gaussian_full_covariance_density():
     from scipy.stats import multivariate_normal
 

@@ -1,6 +1,7 @@
 """The data a NumPyro model is run on, checked before anything compiles: observations that
 broadcast against their distribution, and array arguments with NaN values that are not
-observations. Each refusal names the argument or site, both shapes, and the remedy.
+observations. Each refusal names the argument or site, both shapes, and the remedy. Also the
+arguments' form for a float64 call, and the record of what an evidence conditions on.
 
 Example
 -------
@@ -24,8 +25,12 @@ import inspect
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpyro import handlers
+from numpyro.infer.initialization import init_to_uniform
 
-__all__ = ["as_jax_arrays", "as_jax_data", "check_broadcast", "check_data"]
+from ppl_hais.model.observed import ObservedData, observed_data
+
+__all__ = ["as_jax_arrays", "as_jax_data", "check_broadcast", "check_data", "observed_record"]
 
 
 def check_broadcast(name, site):
@@ -96,12 +101,14 @@ def as_jax_arrays(arrays) -> list:
 
 
 def as_jax_data(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """A model's arguments for a float64 call, before its first trace: numeric NumPy arrays
-    and scalars as JAX arrays of this call's precision (int64 stays int64). Left as NumPy, an
+    """A model's arguments for its first trace in a float64 call: numeric NumPy arrays and
+    scalars as JAX arrays of this call's precision (int64 stays int64). Left as NumPy, an
     int64 index array that NUTS had used in float32 in the same process reached the model's
     eager first run as int32 beside int64 sizes, and JAX's indexing refused to add them.
     Other leaves (JAX arrays, strings, objects) stay as given; outside float64 nothing
-    changes."""
+    changes. Only the first trace takes them: a model that needs concrete data (Python control
+    flow on its values) keeps its NumPy arguments, which stay concrete inside ``jit``, where
+    JAX arrays closed over become tracers."""
     if not jax.config.jax_enable_x64:
         return tuple(args), dict(kwargs)
 
@@ -111,3 +118,24 @@ def as_jax_data(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         return x
 
     return jax.tree.map(leaf, tuple(args)), jax.tree.map(leaf, dict(kwargs))
+
+
+def _data_sites(nt) -> dict:
+    # latent sites at NumPyro's init values: no draw, so an improper prior runs too
+    run = handlers.substitute(handlers.seed(nt.model, jax.random.key(0)),
+                              substitute_fn=init_to_uniform)  # fmt: skip
+    tr = handlers.trace(run).get_trace(*nt.args, **nt.kwargs)
+    return {name: site["value"] for name, site in tr.items() if site["type"] == "sample"
+            and site["is_observed"] and name not in nt.factors}  # fmt: skip
+
+
+_data_sites_jit = jax.jit(_data_sites)
+
+
+def observed_record(nt) -> ObservedData:
+    """What a ``NumPyroTarget``'s evidence conditions on: its observed sites' values, as the
+    model computes them from its arguments (:mod:`ppl_hais.model.observed`; factors are not
+    data), traced with the data as arguments (one small program per model structure), or run
+    eagerly for a model that runs on concrete data only."""
+    traced = nt._st.baked is None
+    return observed_data((_data_sites_jit if traced else _data_sites)(nt))

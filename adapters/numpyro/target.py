@@ -35,7 +35,7 @@ from ppl_hais.model.target import num_draws, sample_shape_of
 from ppl_hais.runtime.precision import float64
 from ppl_hais.runtime.structure import compile_once, merge
 
-from .data import as_jax_arrays, as_jax_data, check_data
+from .data import as_jax_arrays, as_jax_data, check_data, observed_record
 from .model import (
     Structure,
     centered_sites,
@@ -100,9 +100,10 @@ class NumPyroTarget(SplitDensity):
     values) falls back to compiling per data set. Its data are checked first (``.data``)."""
 
     def __init__(self, model, model_args=(), model_kwargs=None, rng_key=None):
-        args, kwargs = as_jax_data(tuple(model_args), dict(model_kwargs or {}))
+        args, kwargs = tuple(model_args), dict(model_kwargs or {})
         key = jax.random.key(0) if rng_key is None else rng_key
-        tr, sites, unconstrained, flat, unravel = _first_trace(model, args, kwargs, key)
+        tr, sites, unconstrained, flat, unravel = _first_trace(model, *as_jax_data(args, kwargs),
+                                                               key)  # fmt: skip
         check_data(model, args, kwargs, tr)
         shapes = tuple((n, tuple(v.shape)) for n, v in sorted(unconstrained.items()))
         nesting = plate_nesting(tr, sites[4])
@@ -161,6 +162,7 @@ class NumPyroTarget(SplitDensity):
     discrete = property(lambda self: self._st.discrete_mask)  # per coordinate, or None
     dim = property(lambda self: self._st.dim)
     unravel = property(lambda self: self._st.unravel)
+    observed_data = property(observed_record)  # what the evidence conditions on
 
     @property
     def remedy_note(self) -> str | None:
@@ -270,11 +272,9 @@ def _log_parts_traced(nt: NumPyroTarget, z):
 
 _log_parts_jit = jax.jit(_log_parts_traced)
 
-jax.tree_util.register_pytree_node(
-    NumPyroTarget,
-    lambda nt: (tuple(nt._arrays), nt._st),
-    lambda st, arrays: _rebuild(st, arrays),
-)
+
+jax.tree_util.register_pytree_node(NumPyroTarget, lambda nt: (tuple(nt._arrays), nt._st),
+                                   lambda st, arrays: _rebuild(st, arrays))
 
 
 def _rebuild(st, arrays):

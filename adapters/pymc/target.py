@@ -15,6 +15,7 @@ Example
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from functools import cached_property
 
@@ -35,8 +36,10 @@ from pytensor.graph.basic import equal_computations
 
 from ppl_hais.mcmc.fast_random import host_randint
 from ppl_hais.model.density import SplitDensity
+from ppl_hais.model.observed import ObservedData, observed_data
 from ppl_hais.model.target import num_draws, sample_shape_of
 
+from .graph import centered_variables, check_inputs
 from .prior import PriorSampler
 from .rewrites import jaxified_graph
 
@@ -66,11 +69,17 @@ class PyMCTarget(SplitDensity):
             for n, dt in zip(self.names, self.dtypes, strict=True)
             if np.issubdtype(dt, np.integer)
         ]
+        # the observed values are inputs of the compiled density, not constants: a model over
+        # new data of the same shapes (pm.set_data, pm.observe, with_data) compiles nothing
+        _, outputs, _, self._data_inputs = _graphs(model)
+        self._observed_names = tuple(rv.name for rv in model.observed_RVs)
+        self._data = tuple(np.asarray(_value(model.rvs_to_values[rv]))  # cast in each call
+                           for rv in model.observed_RVs)  # fmt: skip
         # through jit, so the graph is traced once per shape, not once per program using it
         # (pilots, main run, Laplace fit, bias check)
-        self._graph = _graphs(model)[1][:2]  # log prior, log likelihood
+        self._graph = outputs[:2]  # log prior, log likelihood
         self._baked = _fingerprint(model)  # the shared variables' values the graph bakes in
-        self._logp = jax.jit(jaxified_graph(self.value_vars, self._graph))
+        self._logp = jax.jit(jaxified_graph(self.value_vars + self._data_inputs, self._graph))
         self._outputs = list(
             get_default_varnames(model.unobserved_value_vars, include_transformed=False)
         )
@@ -94,8 +103,24 @@ class PyMCTarget(SplitDensity):
             return True
         if type(other) is not type(self) or other._signature() != self._signature():
             return False
-        return bool(equal_computations(self._graph, other._graph, in_xs=self.value_vars,
-                                       in_ys=other.value_vars))  # fmt: skip
+        return bool(equal_computations(self._graph, other._graph,
+                                       in_xs=self.value_vars + self._data_inputs,
+                                       in_ys=other.value_vars + other._data_inputs))  # fmt: skip
+
+    def with_data(self, values) -> PyMCTarget:
+        """The same model over other observed values (``{name: array}`` of the observed
+        variables, each of its present shape): the compiled programs are reused."""
+        missing = set(self._observed_names) - set(values)
+        if missing:
+            raise ValueError(f"with_data needs values for observed variable(s) {sorted(missing)}")
+        data = []
+        for name, old in zip(self._observed_names, self._data, strict=True):
+            new = np.asarray(values[name], dtype=old.dtype)
+            if new.shape != old.shape:
+                raise ValueError(f"observed variable {name!r} has shape {old.shape}: got "
+                                 f"{new.shape}")  # fmt: skip
+            data.append(new)
+        return _with_data(self, tuple(data))
 
     def _check(self, needs_likelihood=True):
         m = self.model
@@ -118,6 +143,13 @@ class PyMCTarget(SplitDensity):
                 raise ValueError(f"observed variable '{name}' has {bad} NaN/inf value(s)")
         check_inputs(m)
 
+    @property
+    def observed_data(self) -> ObservedData:
+        """What the evidence conditions on: the observed variables' values, as ``pm.sample``
+        puts them in ``observed_data`` (:mod:`ppl_hais.model.observed`; Potentials are not
+        data)."""
+        return observed_data(dict(zip(self._observed_names, self._data, strict=True)))
+
     # -- flat vectors
     def unravel(self, z):
         out, i = [], 0
@@ -133,7 +165,7 @@ class PyMCTarget(SplitDensity):
         return np.concatenate([np.reshape(v, (np.shape(v)[0], -1)) for v in values], axis=1)
 
     def log_parts(self, z):
-        prior, lik = self._logp(*self.unravel(z))
+        prior, lik = self._logp(*self.unravel(z), *self._data)
         return prior, lik
 
     def sample_prior(self, num, seed):
@@ -225,61 +257,32 @@ class _HostPrior:
         return self.target.log_prior(z)
 
 
-def _ancestors(outputs):
-    try:
-        from pytensor.graph.traversal import ancestors
-    except ImportError:  # PyTensor before 2.32
-        from pytensor.graph.basic import ancestors
-    return ancestors(outputs)
+def _value(var):
+    """The value of an observed variable's data node: a constant's or a shared variable's."""
+    return var.data if hasattr(var, "data") else var.get_value(borrow=True)
 
 
-def check_inputs(model):
-    """Refuse an array written into the model with NaN values that enters the observed
-    variables' distributions, a predictor with missing entries: the density is NaN wherever
-    they enter, and no run could weigh its particles (``pm.Data`` refuses NaN itself)."""
-    observed = set(model.observed_RVs)
-    for rv in model.observed_RVs:
-        for var in _ancestors(rv.owner.inputs):
-            value = getattr(var, "data", None)  # a TensorConstant's
-            if value is None and hasattr(var, "get_value"):  # pm.Data, a shared variable
-                value = var.get_value(borrow=True)
-            x = np.asarray(value) if value is not None else None
-            # arrays only: a scalar inf or NaN is how graphs write bounds and guards
-            if (x is None or var in observed or x.ndim == 0
-                    or not np.issubdtype(x.dtype, np.floating) or not np.isnan(x).any()):
-                continue
-            what = f"pm.Data '{var.name}'" if var.name else f"an array of shape {x.shape}"
-            raise ValueError(
-                f"{what} that enters observed variable '{rv.name}' has "
-                f"{int(np.sum(np.isnan(x)))} NaN value(s): the model's density is NaN "
-                "wherever they enter, so no run could weigh its particles. Impute them or drop "
-                "the rows that hold them (missing observations, rather than predictors, PyMC "
-                "imputes when observed= holds NaN)."
-            )
+def _with_data(target: PyMCTarget, data: tuple) -> PyMCTarget:
+    """A copy of ``target`` over ``data`` (its compiled programs shared), without the fits
+    cached on the original (they belong to its data)."""
+    new = copy.copy(target)
+    new.__dict__.pop("_ppl_hais_targets", None)
+    new._data = data
+    return new
 
 
-_LOC_SCALE = ("NormalRV", "StudentTRV", "CauchyRV", "LaplaceRV")  # scale: the last parameter
-
-
-def centered_variables(model) -> list[str]:
-    """The free variables of a location-scale family whose scale depends on other free
-    variables (a hierarchical prior written centered: a funnel)."""
-    free = set(model.free_RVs)
-    found = []
-    for rv in model.free_RVs:
-        node = rv.owner
-        if type(node.op).__name__ in _LOC_SCALE:
-            scale = node.op.dist_params(node)[-1]
-            if any(a in free for a in _ancestors([scale])):
-                found.append(rv.name)
-    return found
+# a pytree whose leaves are the observed values (ppl_hais.runtime.structure): the annealer
+# compiles once per model structure, the data its arguments
+jax.tree_util.register_pytree_node(PyMCTarget, lambda t: (t._data, t), lambda t, d: _with_data(
+    t, tuple(d)))
 
 
 def _fingerprint(model):
     """What the compiled target depends on: the variables and the current values of every
-    shared variable in the model's graph, named (``pm.Data``) or not (``pytensor.shared``).
-    ``jaxified_graph`` bakes them in as constants, so a changed value must recompile."""
-    names, _, shared_vars = _graphs(model)
+    shared variable in the model's graph, named (``pm.Data``) or not (``pytensor.shared``);
+    observed values are inputs of the graph, not in it. ``jaxified_graph`` bakes the shared
+    values in as constants, so a changed value must recompile."""
+    names, _, shared_vars, _ = _graphs(model)
     shared = []
     for var in shared_vars:
         value = np.asarray(var.get_value(borrow=True))
@@ -290,21 +293,45 @@ def _fingerprint(model):
 
 def _graphs(model):
     """(names, [log prior, log likelihood, *deterministics], the shared variables they read,
-    random generators aside), built once per set of variables: each graph cost 0.1-0.25 s to
-    build, and the fingerprint and the target both need them. A new variable changes the
-    names; new data (``pm.set_data``) changes a value, not the graphs."""
+    random generators aside, the inputs that stand for the observed values), built once per
+    set of variables: each graph cost 0.1-0.25 s to build, and the fingerprint and the target
+    both need them. A new variable changes the names; new data (``pm.set_data``) changes a
+    value, not the graphs.
+
+    The log densities are built with a fresh input as each observed variable's value (the
+    model's own mapping of variables to values, swapped for the build): replacing the data
+    constant in the finished graph would also replace every equal constant PyTensor merged
+    with it (a model's ``0.0 * x`` folded to zeros, over zeros as data)."""
     names = tuple(model.named_vars)
     hit = getattr(model, "_ppl_hais_graphs", None)
     if hit is None or hit[0] != names:
-        outputs = [model.varlogp, model.datalogp, *model.deterministics]
+        observed = list(model.observed_RVs)
+        values = [model.rvs_to_values[rv] for rv in observed]
+        inputs = [v.type(name=f"{rv.name}_observed_input") for rv, v in
+                  zip(observed, values, strict=True)]  # fmt: skip
+        try:
+            model.rvs_to_values.update(zip(observed, inputs, strict=True))
+            outputs = [model.varlogp, model.datalogp]
+        finally:
+            model.rvs_to_values.update(zip(observed, values, strict=True))
+        outputs += list(model.deterministics)
         found = [
             var
             for var in graph_inputs(outputs)
             if isinstance(var, SharedVariable)
             and not isinstance(var.get_value(borrow=True), np.random.Generator)
         ]
-        model._ppl_hais_graphs = hit = (names, outputs, found)
+        model._ppl_hais_graphs = hit = (names, outputs, found, inputs)
     return hit
+
+
+def log_likelihood_of_data(model):
+    """The model's log likelihood as a compiled function of its observed values (in
+    ``model.observed_RVs``' order), for a model without free variables: its exact evidence."""
+    import pytensor
+
+    _, outputs, _, inputs = _graphs(model)
+    return pytensor.function(inputs, outputs[1])
 
 
 def is_bambi(model) -> bool:

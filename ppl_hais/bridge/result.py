@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.observed import ObservedData
 from ..model.target import Gaussian
 from .checks import CrossCheck, tolerance
 from .modes import ModeCheck
@@ -58,6 +59,9 @@ class BridgeResult:
         The fitted proposal (location and scale; warp3 standardizes by them).
     cross_check : CrossCheck or None
         With ``cross_check=True``: the forward and reverse anneals beside the estimate.
+    observed_data : ObservedData or None
+        The observations the estimate conditions on (a model's bridge; None over a bare
+        density): :func:`ppl_hais.compare_evidence` refuses results over different data.
     modes : ModeCheck or None
         From a model's bridge (``mode_search=True``): the modes a Laplace search found, those
         the draws visit, and the nats the others may add (:mod:`ppl_hais.bridge.modes`).
@@ -83,6 +87,7 @@ class BridgeResult:
     cross_check: CrossCheck | None = None
     divergences: int | None = None  # the sampler's divergent transitions among the draws
     modes: ModeCheck | None = None  # the draws against a mode search (bridge_evidence)
+    observed_data: ObservedData | None = None  # what it conditions on (a model's bridge)
 
     @property
     def warning(self) -> bool:

@@ -41,7 +41,8 @@ class ModelDensity(Protocol):
     # optional: ``discrete``, booleans per coordinate (True: integer-valued, moved by a
     # Metropolis step, kernels.mixed_kernel), or None; ``remedy_note``, a sentence the
     # evidence warning adds (a remedy particular to the model, e.g. which sites to
-    # non-center), or None, read only when a warning is raised
+    # non-center), or None, read only when a warning is raised; ``observed_data``, the
+    # ObservedData the evidence conditions on (ppl_hais.model.observed), recorded on the result
 
 
 class SplitDensity:

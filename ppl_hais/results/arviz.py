@@ -233,6 +233,8 @@ def sample_stats_dataset(
         ds.attrs["shortfall"] = float(evidence.shortfall)
         ds.attrs["excess"] = float(evidence.excess)
         ds.attrs["bridged"] = int(evidence.bridged)
+        if evidence.observed_data is not None:  # what it conditions on (compare_evidence)
+            ds.attrs.update(evidence.observed_data.attrs())
     if checks is None:
         checks = [msg for r in results for msg in r.checks]
     ds.attrs["evidence_checks"] = "\n".join(checks)
@@ -349,6 +351,8 @@ def bridge_dataset(result) -> xr.Dataset:
     )  # fmt: skip
     if cc is not None or result.modes is not None:
         ds.attrs["shortfall"] = result.shortfall
+    if result.observed_data is not None:  # what it conditions on (compare_evidence)
+        ds.attrs.update(result.observed_data.attrs())
     if result.modes is not None:  # the mode search beside the draws
         ds.attrs.update(modes_found=result.modes.num_modes,
                         modes_visited=result.modes.num_visited)  # fmt: skip

@@ -9,8 +9,9 @@ import pandas as pd
 from scipy.special import logsumexp
 
 from ..checks.diagnostics import pool, warn
+from ..model.observed import ObservedData, differences, from_attrs, observed_data
 
-__all__ = ["EvidenceTable", "compare_evidence", "evidence_of"]
+__all__ = ["EvidenceTable", "compare_evidence", "evidence_of", "observed_of"]
 
 
 def _last_finite(values) -> float:
@@ -98,6 +99,28 @@ def _estimate(obj):
     )
 
 
+def observed_of(obj) -> ObservedData | None:
+    """The observations an evidence result conditions on (:mod:`ppl_hais.model.observed`):
+    the record of an adapter's result, a bridge's, or an ArviZ output's attributes; for
+    ArviZ output without one (``pm.sample_smc``'s), its ``observed_data`` group; None where
+    nothing says (a user's ``AnnealingTarget``, a ``(log_z, se)`` pair)."""
+    for holder in (obj, getattr(obj, "evidence", None)):
+        record = getattr(holder, "observed_data", None)
+        if isinstance(record, ObservedData):
+            return record
+    if not (hasattr(obj, "sample_stats") or hasattr(obj, "children")):
+        return None
+    if "sample_stats" in obj:
+        record = from_attrs(obj["sample_stats"].attrs)
+        if record is not None:
+            return record
+    if "observed_data" in obj:
+        data = obj["observed_data"]
+        data = getattr(data, "dataset", data)  # a DataTree node (ArviZ 1.x) or a Dataset
+        return observed_data({str(n): np.asarray(data[n].values) for n in data.data_vars})
+    return None
+
+
 class EvidenceTable(pd.DataFrame):
     """:func:`compare_evidence`'s table: a ``pandas.DataFrame`` that prints every column (in a
     terminal pandas would fold the columns past its width into ``...``, hiding the Bayes
@@ -114,7 +137,9 @@ class EvidenceTable(pd.DataFrame):
     __str__ = __repr__
 
 
-def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.DataFrame:
+def compare_evidence(
+    models: Mapping, prior_probs: Mapping | None = None, *, require_same_data: bool = True
+) -> pd.DataFrame:
     """Rank models by log marginal likelihood, with Bayes factors and model probabilities.
 
     Parameters
@@ -124,6 +149,14 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
         from ppl_hais or from ``pm.sample_smc`` (its ``log_marginal_likelihood``).
     prior_probs : dict, optional
         Prior model probabilities (default: equal).
+    require_same_data : bool
+        Refuse results that condition on different observed data (``True``, default): every
+        adapter's result and bridge records a digest of its observations and their number
+        (:mod:`ppl_hais.model.observed`; ``pm.sample_smc``'s output is read from its
+        ``observed_data`` group), and a difference of evidences over different data is no
+        Bayes factor. ``False`` skips the check, for the same data held differently (one
+        observed site in one model, several in another). Results that record nothing (a
+        ``(log_z, se)`` pair, a user's ``AnnealingTarget``) are not checked.
 
     Returns
     -------
@@ -159,6 +192,10 @@ def compare_evidence(models: Mapping, prior_probs: Mapping | None = None) -> pd.
             est.append(_estimate(models[n]))
         except (ValueError, TypeError) as err:  # name the entry the user passed
             raise type(err)(f"model {n!r}: {err}") from None
+    if require_same_data:
+        why = differences({n: observed_of(models[n]) for n in names})
+        if why is not None:
+            raise ValueError(why)
     log_z = np.array([e[0] for e in est])
     se = np.array([e[1] for e in est])
     warned = np.array([e[2] for e in est], dtype=bool)

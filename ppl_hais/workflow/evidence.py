@@ -48,6 +48,7 @@ from ..estimate.annealers import AnnealOptions
 from ..estimate.bias import BiasCheck, check_bias, needs_check
 from ..mcmc.fast_random import check_key, host_fold_in, host_split
 from ..model.density import ModelDensity, improper_note
+from ..model.observed import ObservedData
 from ..model.target import AnnealingTarget
 from ..results.result import AISResult
 from ..runtime import progress
@@ -94,6 +95,7 @@ class Evidence:
     max_gradients: float | None = None  # the budget they were spent under (None: unbounded)
     log_z_forward: float = float("nan")  # the last run's forward estimate, where log_z bridges
     remembered: bool = False  # start and tuning from an earlier call (ppl_hais.workflow.memory)
+    observed_data: ObservedData | None = None  # what it conditions on (ppl_hais.model.observed)
 
     @property
     def bridged(self) -> bool:
@@ -303,10 +305,9 @@ def evidence(
         steps = _ladder.next_num_steps(steps)
     keep(kept, kept_key, trajectory, local, last_check)
     forward, log_z, var, checks = _answer(trajectory, log_z, var, checks, ladder, max_gradients)
-    out = Evidence(
-        results, target, name, float(log_z), float(np.sqrt(var)), checks, choice, budget, bias,
-        tuple(trajectory), int(spent), max_gradients, forward, remembered,
-    )  # fmt: skip
+    out = Evidence(results, target, name, float(log_z), float(np.sqrt(var)), checks, choice,
+                   budget, bias, tuple(trajectory), int(spent), max_gradients, forward,
+                   remembered, getattr(model, "observed_data", None))  # fmt: skip
     diagnostics.warn(checks, "log evidence", note=checks and getattr(model, "remedy_note", None))
     if getattr(model, "improper", ()):
         warnings.warn(improper_note(model), UserWarning, stacklevel=diagnostics.user_stacklevel())

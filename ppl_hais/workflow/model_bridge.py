@@ -66,6 +66,7 @@ def bridge_evidence(
     """
     key_bridge, key_fwd, key_rev = jax.random.split(rng_key, 3)
     result = bridge(key_bridge, model.log_joint, draws, method=method, diverging=diverging)
+    result = dataclasses.replace(result, observed_data=getattr(model, "observed_data", None))
     checks = result.checks
     found = _modes(model, draws, result.log_z) if mode_search else None
     if found is not None:
