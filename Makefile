@@ -65,6 +65,7 @@ bench: $(STAMP) $(STAMP_OLDEST)
 	$(PY) benchmarks/evidence_peers.py --out docs/evidence_peers.md
 	$(PY) benchmarks/pymc_vs_smc.py --out docs/pymc_vs_smc.md
 	$(PY) benchmarks/bridge.py --seeds 20 --hais-seeds 5 --out docs/bridge.md
+	$(PY) benchmarks/bf_calibration.py --datasets 200 --out docs/bf_calibration.md
 	$(PY) benchmarks/switchpoint.py --seeds 3 --out docs/switchpoint.md
 	$(PY) benchmarks/schedules.py --out docs/schedules.md
 	$(PY) benchmarks/natural_gradient.py --seeds 5 --out docs/natural_gradient.md

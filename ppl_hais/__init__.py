@@ -55,6 +55,7 @@ from .runtime.precision import enable_x64
 from .starts import vi
 from .starts.laplace import laplace_gaussian
 from .workflow import compare, evidence  # noqa: F401  (the namespaces)
+from .workflow.calibration import BayesFactorCalibration
 from .workflow.compare import compare_evidence
 
 __version__ = "0.1.0"
@@ -84,6 +85,7 @@ __all__ = [
     "sbn",
     "vi",
     "AISResult",
+    "BayesFactorCalibration",
     "BridgeResult",
     "AnnealingError",
     "AnnealingTarget",

@@ -29,6 +29,7 @@ _numpyro.__version__  # noqa: B018
 from ppl_hais.research.exchange import budget_errors  # noqa: E402
 
 from .bridge import bridge_sampling  # noqa: E402
+from .calibration import calibrate_bayes_factors  # noqa: E402
 from .exchange import BoundedEnergyDist, Exchange  # noqa: E402
 from .hais import HAIS  # noqa: E402
 from .mcmc import ReducedFlipHMC, ReducedFlipHMCState  # noqa: E402
@@ -39,6 +40,7 @@ __all__ = [
     "HAIS",
     "bdmc",
     "bridge_sampling",
+    "calibrate_bayes_factors",
     "BoundedEnergyDist",
     "Exchange",
     "budget_errors",

@@ -19,6 +19,7 @@ probability (:mod:`ppl_hais.adapters.pymc.rewrites`), and annealed by the ppl_ha
 
 
 from .bridge import bridge_sampling
+from .calibration import calibrate_bayes_factors
 from .exchange import sample_exchange
 from .mcmc import sample_reduced_flip_hmc
 from .smc import sample_hais
@@ -26,6 +27,7 @@ from .target import PyMCTarget
 
 __all__ = [
     "bridge_sampling",
+    "calibrate_bayes_factors",
     "sample_hais",
     "sample_reduced_flip_hmc",
     "sample_exchange",

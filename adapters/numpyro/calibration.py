@@ -1,0 +1,190 @@
+"""Simulation-based calibration of Bayes factors for NumPyro models
+(:mod:`ppl_hais.workflow.calibration`): data sets from the models' joint prior by NumPyro's own
+``Predictive``, every model's evidence on each by ``HAIS``, compiled once per model.
+
+Example
+-------
+>>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
+>>> from ppl_hais.adapters import numpyro as phn
+>>> def null(y=None):  # y ~ N(0, 1): no parameter, an exact evidence
+...     numpyro.sample("y", dist.Normal(0.0, 1.0).expand([5]).to_event(1), obs=y)
+>>> def alternative(y=None):  # y ~ N(mu, 1), mu ~ N(0, 1)
+...     mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+...     numpyro.sample("y", dist.Normal(mu, 1.0).expand([5]).to_event(1), obs=y)
+>>> cal = phn.calibrate_bayes_factors(jax.random.key(0), {"H0": null, "H1": alternative},
+...     num_datasets=4, observed=["y"], hais_kwargs=dict(num_steps=100), progress_bar=False)
+>>> cal.log_evidence.shape
+(4, 2)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import jax
+import numpy as np
+from numpyro import handlers
+from numpyro.infer import Predictive
+from numpyro.infer.util import log_density
+
+from ppl_hais.mcmc.fast_random import check_key, host_fold_in, host_split
+from ppl_hais.runtime.precision import float64
+from ppl_hais.workflow.calibration import (
+    BayesFactorCalibration,
+    calibrate,
+    check_prior_probs,
+    draw_models,
+    evidence_record,
+)
+
+from .hais import HAIS
+
+__all__ = ["calibrate_bayes_factors"]
+
+
+def _sites(model, args, kwargs, key, named=None):
+    """(the data's site names, whether the model has latent sites) from one trace: the sites
+    ``named``, else those observed."""
+    tr = handlers.trace(handlers.seed(model, key)).get_trace(*args, **kwargs)
+    observed, latent = [], False
+    for name, site in tr.items():
+        if site["type"] != "sample" or site["fn"].__class__.__name__ == "Unit":  # a factor
+            continue
+        if (name in named) if named is not None else site["is_observed"]:
+            observed.append(name)
+        else:
+            latent = True
+    return tuple(observed), latent
+
+
+class _Conditioned:
+    """``model`` with its observed sites set from the keyword ``simulated_data`` (a dict), so
+    that every data set is an argument of one compiled program, not a new model."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self, *args, simulated_data, **kwargs):
+        return handlers.condition(self.model, data=simulated_data)(*args, **kwargs)
+
+
+@float64
+def calibrate_bayes_factors(
+    rng_key,
+    models: Mapping,
+    *args,
+    num_datasets: int = 100,
+    prior_probs: Mapping | None = None,
+    observed=None,
+    stratified: bool = False,
+    hais_kwargs: Mapping | None = None,
+    progress_bar: bool = True,
+    **kwargs,
+) -> BayesFactorCalibration:
+    """Simulation-based calibration of the Bayes factors between NumPyro models.
+
+    For each of ``num_datasets`` data sets a model is drawn with its prior probability, its
+    parameters from their prior and data from its likelihood (``Predictive`` over the model
+    with its observations unconditioned); every model's log evidence on that data set is then
+    estimated by :class:`~ppl_hais.adapters.numpyro.HAIS` (exactly, where a model has no
+    latent site: a point null). Each model's program compiles once: the data sets are its
+    arguments.
+
+    Parameters
+    ----------
+    rng_key : jax.random key
+    models : dict
+        ``{name: model}``: NumPyro models over the same observed sites, called as
+        ``model(*args, **kwargs)`` (the design: covariates, sizes; observations passed in
+        ``kwargs`` are replaced by each simulated data set).
+    num_datasets : int
+    prior_probs : dict, optional
+        Prior model probabilities (default: equal).
+    observed : list of str, optional
+        The sites that hold the data. Default: the sites observed in
+        ``model(*args, **kwargs)`` (pass the observations, or name the sites when there are
+        none yet, as in a design analysis: ``observed=["y"]``).
+    stratified : bool
+        The same number of data sets from each model, in blocks, instead of drawing the model
+        (a design analysis; the marginal check then compares with the models' shares).
+    hais_kwargs : dict, optional
+        Options of every ``HAIS`` (``num_particles``, ``num_steps``, ``initial``, ...;
+        default: its defaults, the convergence ladder).
+    progress_bar : bool
+
+    Returns
+    -------
+    ppl_hais.workflow.calibration.BayesFactorCalibration
+        ``marginal()``, ``calibration()``, ``design()``, ``plot()``, ``to_arviz()``; warned
+        data sets are kept and counted. One ``EvidenceWarning`` states a marginal calibration
+        beyond 3 Monte Carlo SEs and how many data sets warned.
+    """
+    if not isinstance(models, Mapping) or len(models) < 2:
+        raise TypeError("calibrate_bayes_factors takes a dict {name: model} of two or more "
+                        "NumPyro models")  # fmt: skip
+    names = list(models)
+    prior = check_prior_probs(names, prior_probs)
+    rng_key = check_key(rng_key)
+    key_models, key_data, key_fit = host_split(rng_key, 3)
+    start = time.perf_counter()
+    found = {n: _sites(models[n], args, kwargs, key_data, observed) for n in names}
+    sites = {n: set(f[0]) for n, f in found.items()}
+    if not sites[names[0]] or any(o != sites[names[0]] for o in sites.values()):
+        raise ValueError(
+            "the models must observe the same sites (the data every model is fitted to): "
+            + "; ".join(f"{n}: {sorted(o)}" for n, o in sites.items())
+            + ". Pass the observations as the models take them, or name the sites that hold "
+            "the data: observed=['y']."
+        )
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key_models)).ravel())
+    true = draw_models(rng, prior, num_datasets, stratified)
+    data = _simulate(key_data, models, names, true, sorted(sites[names[0]]), args, kwargs)
+    fits = {n: _fitter(models[n], found[n][1], args, kwargs, dict(hais_kwargs or {}))
+            for n in names}  # fmt: skip
+    return calibrate(key_fit, names, prior, true, data, fits, progress_bar=progress_bar,
+                     started=start, settings=dict(num_datasets=len(true), stratified=stratified,
+                                                  hais_kwargs=dict(hais_kwargs or {})))
+
+
+def _simulate(key, models, names, true, observed, args, kwargs) -> dict:
+    """Each data set's observed values from the model ``true`` names for it: (N, ...) arrays
+    by site."""
+    data = {}
+    for m, n in enumerate(names):
+        idx = np.flatnonzero(true == m)
+        if not len(idx):
+            continue
+        draw = Predictive(handlers.uncondition(models[n]), num_samples=len(idx),
+                          return_sites=list(observed))  # fmt: skip
+        values = draw(host_fold_in(key, m), *args, **kwargs)
+        for site in observed:
+            v = np.asarray(values[site])
+            if site not in data:
+                data[site] = np.zeros((len(true),) + v.shape[1:], dtype=v.dtype)
+            data[site][idx] = v
+    return data
+
+
+def _fitter(model, has_latent, args, kwargs, hais_kwargs):
+    """``fit(key, data) -> (log Z, SE, failed checks' names, gradients)`` for one model: HAIS
+    over the conditioned model, or its exact log likelihood where it has no latent site."""
+    conditioned = _Conditioned(model)
+    if not has_latent:
+        exact = jax.jit(lambda data: log_density(conditioned, args,
+                                                 {**kwargs, "simulated_data": data}, {})[0])
+
+        def fit_exact(key, data):
+            return float(exact(data)), 0.0, "", 0
+
+        return fit_exact
+    hais = HAIS(conditioned, progress_bar=False, **hais_kwargs)
+
+    def fit(key, data):
+        def run():
+            hais.run(key, *args, simulated_data=data, **kwargs)
+            return hais.evidence
+
+        return evidence_record(run)
+
+    return fit

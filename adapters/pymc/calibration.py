@@ -1,0 +1,152 @@
+"""Simulation-based calibration of Bayes factors for PyMC models
+(:mod:`ppl_hais.workflow.calibration`): data sets from the models' joint prior by
+``pm.sample_prior_predictive``, every model's evidence on each by HAIS, each model compiled once
+(its observed values are inputs of the compiled density: ``PyMCTarget.with_data``).
+
+Example
+-------
+>>> import numpy as np, pymc as pm
+>>> from ppl_hais.adapters import pymc as php
+>>> y = np.zeros(5)
+>>> with pm.Model() as null:  # y ~ N(0, 1): no parameter, an exact evidence
+...     _ = pm.Normal("y", 0.0, 1.0, observed=y)
+>>> with pm.Model() as alternative:  # y ~ N(mu, 1), mu ~ N(0, 1)
+...     mu = pm.Normal("mu", 0.0, 1.0)
+...     _ = pm.Normal("y", mu, 1.0, observed=y)
+>>> cal = php.calibrate_bayes_factors({"H0": null, "H1": alternative}, num_datasets=4,
+...     num_steps=100, random_seed=0, progressbar=False)
+>>> cal.log_evidence.shape
+(4, 2)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import pymc as pm
+
+from ppl_hais.mcmc.fast_random import host_key, host_split
+from ppl_hais.runtime.precision import float64
+from ppl_hais.workflow.calibration import (
+    BayesFactorCalibration,
+    calibrate,
+    check_prior_probs,
+    draw_models,
+    evidence_record,
+)
+from ppl_hais.workflow.evidence import evidence
+
+from .target import cached_target, log_likelihood_of_data, pymc_model
+
+__all__ = ["calibrate_bayes_factors"]
+
+
+@float64
+def calibrate_bayes_factors(
+    models: Mapping,
+    num_datasets: int = 100,
+    *,
+    prior_probs: Mapping | None = None,
+    stratified: bool = False,
+    random_seed=None,
+    progressbar: bool = True,
+    **hais_kwargs,
+) -> BayesFactorCalibration:
+    """Simulation-based calibration of the Bayes factors between PyMC models.
+
+    For each of ``num_datasets`` data sets a model is drawn with its prior probability, and
+    data from its prior predictive (``pm.sample_prior_predictive``); every model's log
+    evidence on each data set is then estimated as :func:`sample_hais` estimates it (exactly,
+    for a model without free variables: a point null). Each model compiles once: the data
+    sets are arguments of its compiled density.
+
+    Parameters
+    ----------
+    models : dict
+        ``{name: pm.Model}`` (or Bambi models) over the same observed variables; the values
+        they were built with only set the data's shapes.
+    num_datasets : int
+    prior_probs : dict, optional
+        Prior model probabilities (default: equal).
+    stratified : bool
+        The same number of data sets from each model, in blocks (a design analysis).
+    random_seed : int, optional
+    progressbar : bool
+    **hais_kwargs
+        Options of every evidence (``num_steps``, ``num_particles``, ``initial``, ...; as
+        :func:`sample_hais` takes them; default: the convergence ladder).
+
+    Returns
+    -------
+    ppl_hais.workflow.calibration.BayesFactorCalibration
+        ``marginal()``, ``calibration()``, ``design()``, ``plot()``, ``to_arviz()``; warned
+        data sets are kept and counted.
+    """
+    if not isinstance(models, Mapping) or len(models) < 2:
+        raise TypeError("calibrate_bayes_factors takes a dict {name: pm.Model} of two or more "
+                        "models")  # fmt: skip
+    names = list(models)
+    pymc_models = {n: pymc_model(models[n]) for n in names}
+    prior = check_prior_probs(names, prior_probs)
+    start = time.perf_counter()
+    observed = {n: sorted(rv.name for rv in m.observed_RVs) for n, m in pymc_models.items()}
+    if not observed[names[0]] or any(o != observed[names[0]] for o in observed.values()):
+        raise ValueError("the models must observe the same variables (the data every model "
+                         "is fitted to): " + "; ".join(f"{n}: {o}" for n, o in
+                                                       observed.items()))  # fmt: skip
+    rng = np.random.default_rng(random_seed)
+    true = draw_models(rng, prior, num_datasets, stratified)
+    data = _simulate(rng, pymc_models, names, true, observed[names[0]])
+    fits = {n: _fitter(pymc_models[n], hais_kwargs) for n in names}
+    key = host_split(host_key(int(rng.integers(2**31 - 1))))[1]
+    return calibrate(key, names, prior, true, data, fits, progress_bar=progressbar,
+                     started=start, settings=dict(num_datasets=len(true), stratified=stratified,
+                                                  hais_kwargs=dict(hais_kwargs)))  # fmt: skip
+
+
+def _simulate(rng, models, names, true, observed) -> dict:
+    """Each data set's observed values from the model ``true`` names for it: (N, ...) arrays
+    by variable."""
+    data = {}
+    quiet = logging.getLogger("pymc")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # "Sampling: [...]" for every model
+    try:
+        for m, n in enumerate(names):
+            idx = np.flatnonzero(true == m)
+            if not len(idx):
+                continue
+            pp = pm.sample_prior_predictive(draws=len(idx), model=models[n], var_names=observed,
+                                            random_seed=int(rng.integers(2**31 - 1)))
+            for name in observed:
+                v = np.asarray(pp["prior_predictive"][name].values)[0]
+                if name not in data:
+                    data[name] = np.zeros((len(true),) + v.shape[1:], dtype=v.dtype)
+                data[name][idx] = v
+    finally:
+        quiet.setLevel(level)
+    return data
+
+
+def _fitter(model, hais_kwargs):
+    """``fit(key, data) -> evidence_record`` for one model: the evidence workflow over its
+    target with the data set's values, or its exact log likelihood without free variables."""
+    if not model.free_RVs:
+        logp = log_likelihood_of_data(model)
+        names = [rv.name for rv in model.observed_RVs]
+
+        def fit_exact(key, data):
+            return float(logp(*(data[n] for n in names))), 0.0, "", 0
+
+        return fit_exact
+    target = cached_target(model)
+
+    def fit(key, data):
+        run = lambda: evidence(key, target.with_data(data), progress_bar=False,  # noqa: E731
+                               remember=True, **hais_kwargs)  # fmt: skip
+        return evidence_record(run)
+
+    return fit
