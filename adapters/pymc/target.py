@@ -70,7 +70,7 @@ class PyMCTarget(SplitDensity):
             if np.issubdtype(dt, np.integer)
         ]
         # the observed values are inputs of the compiled density, not constants: a model over
-        # new data of the same shapes (pm.set_data, pm.observe, with_data) compiles nothing
+        # new data of the same shapes (pm.observe, built again, with_data) compiles nothing
         _, outputs, _, self._data_inputs = _graphs(model)
         self._observed_names = tuple(rv.name for rv in model.observed_RVs)
         self._data = tuple(np.asarray(_value(model.rvs_to_values[rv]))  # cast in each call
