@@ -200,7 +200,7 @@ class BayesFactorCalibration:
     def marginal(self, include_warned: bool = True) -> pd.DataFrame:
         """Marginal calibration: per model its prior probability, the mean posterior
         probability over the data sets, that mean's Monte Carlo SE, and ``z`` = (mean −
-        prior) / SE; exact evidences give |z| < 2 in 95% of calibrations. ``include_warned``
+        prior) / SE; exact evidences keep z within ±2 in 95% of calibrations. ``include_warned``
         False drops the data sets where an estimate warned (their share is ``warned``); data
         sets where an estimate failed are left out either way (``failed`` counts them)."""
         keep = ~self.failed & (True if include_warned else ~self.warned)
