@@ -107,7 +107,8 @@ def calibrate_bayes_factors(
         none yet, as in a design analysis: ``observed=["y"]``).
     stratified : bool
         The same number of data sets from each model, in blocks, instead of drawing the model
-        (a design analysis; the marginal check then compares with the models' shares).
+        (a design analysis, ``design()``); the marginal check holds for drawn models, or
+        stratified ones under equal prior probabilities.
     hais_kwargs : dict, optional
         Options of every ``HAIS`` (``num_particles``, ``num_steps``, ``initial``, ...;
         default: its defaults, the convergence ladder).

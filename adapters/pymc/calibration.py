@@ -72,7 +72,9 @@ def calibrate_bayes_factors(
     prior_probs : dict, optional
         Prior model probabilities (default: equal).
     stratified : bool
-        The same number of data sets from each model, in blocks (a design analysis).
+        The same number of data sets from each model, in blocks, instead of drawing the model
+        (a design analysis, ``design()``); the marginal check holds for drawn models, or
+        stratified ones under equal prior probabilities.
     random_seed : int, optional
     progressbar : bool
     **hais_kwargs
