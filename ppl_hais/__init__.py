@@ -60,7 +60,6 @@ from .workflow.compare import compare_evidence
 
 __version__ = "0.1.0"
 
-compilation_cache.enable_by_default()
 old_paths.install()
 
 

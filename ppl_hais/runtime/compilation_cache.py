@@ -1,7 +1,9 @@
 """JAX's persistent compilation cache, on by default, so a compiled anneal is paid once per
 machine rather than once per Python process.
 
-On import, ppl_hais points JAX's compilation cache at a user cache directory
+On the first call of its entry points (every one that computes in float64:
+:func:`ppl_hais.runtime.precision.float64`; importing the package changes nothing), ppl_hais
+points JAX's compilation cache at a user cache directory
 (``$PPL_HAIS_CACHE_DIR``, else ``$XDG_CACHE_HOME/ppl_hais/jax``, else
 ``~/.cache/ppl_hais/jax``) unless the user configured one already
 (``jax_compilation_cache_dir``) or switched it off with ``PPL_HAIS_COMPILATION_CACHE=0``.
@@ -34,7 +36,7 @@ import warnings
 import jax
 from jax.experimental.compilation_cache.compilation_cache import reset_cache
 
-__all__ = ["cache_dir", "clear", "default_cache_dir", "disable", "enable"]
+__all__ = ["cache_dir", "clear", "default_cache_dir", "disable", "enable", "ensure"]
 
 ENV_SWITCH = "PPL_HAIS_COMPILATION_CACHE"
 ENV_DIR = "PPL_HAIS_CACHE_DIR"
@@ -44,6 +46,7 @@ ENV_DIR = "PPL_HAIS_CACHE_DIR"
 MIN_COMPILE_TIME = 0.0
 
 _ours: str | None = None  # the directory ppl_hais set, if it set one
+_asked = False  # whether this process's first call has applied the default (ensure)
 
 
 def default_cache_dir() -> str:
@@ -74,7 +77,8 @@ def enable(path: str | None = None, *, min_compile_time: float = MIN_COMPILE_TIM
     """Turn JAX's persistent compilation cache on at ``path`` (default
     :func:`default_cache_dir`); returns the directory, or None (with a warning) when it cannot
     be written. Programs that compile faster than ``min_compile_time`` seconds are not stored."""
-    global _ours
+    global _ours, _asked
+    _asked = True  # the user's choice, or the default applied: the first call leaves it
     path = os.path.abspath(os.path.expanduser(path or default_cache_dir()))
     problem = _writable(path)
     if problem is not None:
@@ -96,8 +100,9 @@ def enable(path: str | None = None, *, min_compile_time: float = MIN_COMPILE_TIM
 
 def disable() -> None:
     """Turn off the persistent cache that ppl_hais turned on (a directory the user configured
-    through JAX is left alone)."""
-    global _ours
+    through JAX is left alone); the first call of an entry point then leaves it off."""
+    global _ours, _asked
+    _asked = True
     if _ours is not None and cache_dir() == _ours:
         jax.config.update("jax_compilation_cache_dir", None)
         reset_cache()  # JAX opens its cache once per process: forget the open one
@@ -105,9 +110,10 @@ def disable() -> None:
 
 
 def clear() -> int:
-    """Delete the compiled programs in the directory ppl_hais set (the next call of each model
+    """Delete the compiled programs in the directory ppl_hais uses (the next call of each model
     compiles again); returns how many files were removed. A directory the user configured
     through JAX is left alone (0)."""
+    ensure()
     if _ours is None or cache_dir() != _ours or not os.path.isdir(_ours):
         return 0
     removed = 0
@@ -120,8 +126,17 @@ def clear() -> int:
     return removed
 
 
+def ensure() -> None:
+    """What the first call of an entry point does, once per process:
+    :func:`enable_by_default` (a later :func:`enable` or :func:`disable` is the user's)."""
+    global _asked
+    if not _asked:
+        _asked = True
+        enable_by_default()
+
+
 def enable_by_default() -> str | None:
-    """What ``import ppl_hais`` does: :func:`enable` unless switched off or already set."""
+    """:func:`enable` unless switched off (``PPL_HAIS_COMPILATION_CACHE=0``) or already set."""
     if os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "false", "off", "no"):
         return None
     if cache_dir() is not None:  # the user's own choice

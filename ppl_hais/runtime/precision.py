@@ -21,6 +21,8 @@ import functools
 
 import jax
 
+from . import compilation_cache
+
 __all__ = ["enable_x64", "float64", "in_thread"]
 
 
@@ -32,10 +34,13 @@ def enable_x64():
 
 
 def float64(fn):
-    """Run ``fn`` with JAX in float64, restoring the caller's setting afterwards."""
+    """Run ``fn`` with JAX in float64, restoring the caller's setting afterwards. Every entry
+    point computes so, and its first call turns on the persistent compilation cache
+    (:func:`ppl_hais.runtime.compilation_cache.ensure`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        compilation_cache.ensure()
         with jax.enable_x64(True):
             return fn(*args, **kwargs)
 
