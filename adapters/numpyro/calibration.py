@@ -33,12 +33,15 @@ from ppl_hais.runtime.precision import float64
 from ppl_hais.workflow.calibration import (
     BayesFactorCalibration,
     calibrate,
+    check_models,
     check_prior_probs,
     draw_models,
     evidence_record,
+    simulate,
 )
 
 from .hais import HAIS
+from .model import is_factor
 
 __all__ = ["calibrate_bayes_factors"]
 
@@ -49,7 +52,7 @@ def _sites(model, args, kwargs, key, named=None):
     tr = handlers.trace(handlers.seed(model, key)).get_trace(*args, **kwargs)
     observed, latent = [], False
     for name, site in tr.items():
-        if site["type"] != "sample" or site["fn"].__class__.__name__ == "Unit":  # a factor
+        if site["type"] != "sample" or is_factor(site):
             continue
         if (name in named) if named is not None else site["is_observed"]:
             observed.append(name)
@@ -121,50 +124,31 @@ def calibrate_bayes_factors(
         data sets are kept and counted. One ``EvidenceWarning`` states a marginal calibration
         beyond 3 Monte Carlo SEs and how many data sets warned.
     """
-    if not isinstance(models, Mapping) or len(models) < 2:
-        raise TypeError("calibrate_bayes_factors takes a dict {name: model} of two or more "
-                        "NumPyro models")  # fmt: skip
-    names = list(models)
-    prior = check_prior_probs(names, prior_probs)
+    names = list(models) if isinstance(models, Mapping) else []
     rng_key = check_key(rng_key)
     key_models, key_data, key_fit = host_split(rng_key, 3)
     start = time.perf_counter()
     found = {n: _sites(models[n], args, kwargs, key_data, observed) for n in names}
-    sites = {n: set(f[0]) for n, f in found.items()}
-    if not sites[names[0]] or any(o != sites[names[0]] for o in sites.values()):
-        raise ValueError(
-            "the models must observe the same sites (the data every model is fitted to): "
-            + "; ".join(f"{n}: {sorted(o)}" for n, o in sites.items())
-            + ". Pass the observations as the models take them, or name the sites that hold "
-            "the data: observed=['y']."
-        )
+    try:
+        sites = check_models(models, {n: f[0] for n, f in found.items()}, "NumPyro models")
+    except ValueError as err:
+        raise ValueError(f"{err} Pass the observations as the models take them, or name the "
+                         "sites that hold the data: observed=['y'].") from None
+    prior = check_prior_probs(names, prior_probs)
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key_models)).ravel())
     true = draw_models(rng, prior, num_datasets, stratified)
-    data = _simulate(key_data, models, names, true, sorted(sites[names[0]]), args, kwargs)
+
+    def draw(m, num):
+        run = Predictive(handlers.uncondition(models[names[m]]), num_samples=num,
+                         return_sites=sites)  # fmt: skip
+        return run(host_fold_in(key_data, m), *args, **kwargs)
+
     fits = {n: _fitter(models[n], found[n][1], args, kwargs, dict(hais_kwargs or {}))
             for n in names}  # fmt: skip
-    return calibrate(key_fit, names, prior, true, data, fits, progress_bar=progress_bar,
-                     started=start, settings=dict(num_datasets=len(true), stratified=stratified,
-                                                  hais_kwargs=dict(hais_kwargs or {})))
-
-
-def _simulate(key, models, names, true, observed, args, kwargs) -> dict:
-    """Each data set's observed values from the model ``true`` names for it: (N, ...) arrays
-    by site."""
-    data = {}
-    for m, n in enumerate(names):
-        idx = np.flatnonzero(true == m)
-        if not len(idx):
-            continue
-        draw = Predictive(handlers.uncondition(models[n]), num_samples=len(idx),
-                          return_sites=list(observed))  # fmt: skip
-        values = draw(host_fold_in(key, m), *args, **kwargs)
-        for site in observed:
-            v = np.asarray(values[site])
-            if site not in data:
-                data[site] = np.zeros((len(true),) + v.shape[1:], dtype=v.dtype)
-            data[site][idx] = v
-    return data
+    return calibrate(key_fit, names, prior, true, simulate(true, len(names), draw), fits,
+                     progress_bar=progress_bar, started=start,
+                     settings=dict(num_datasets=len(true), stratified=stratified,
+                                   hais_kwargs=dict(hais_kwargs or {})))  # fmt: skip
 
 
 def _fitter(model, has_latent, args, kwargs, hais_kwargs):

@@ -94,6 +94,11 @@ def with_missing_data(model):
     return wrapped
 
 
+def is_factor(site) -> bool:
+    """Whether a sample site is a ``numpyro.factor`` (a Unit distribution: no data, no prior)."""
+    return site["is_observed"] and isinstance(_base(site["fn"]), dist.Unit)
+
+
 def check_sites(tr):
     """Refuse what a prior/likelihood split cannot honour, naming the site and the remedy."""
     latent, observed, factors, improper, enumerated, discrete = [], [], [], [], [], []
@@ -113,7 +118,7 @@ def check_sites(tr):
         if site["type"] != "sample":
             continue
         if site["is_observed"]:
-            if isinstance(_base(site["fn"]), dist.Unit):
+            if is_factor(site):
                 factors.append(name)
                 continue
             bad = int(np.sum(~np.isfinite(np.asarray(site["value"], dtype=float))))

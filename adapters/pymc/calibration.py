@@ -33,9 +33,11 @@ from ppl_hais.runtime.precision import float64
 from ppl_hais.workflow.calibration import (
     BayesFactorCalibration,
     calibrate,
+    check_models,
     check_prior_probs,
     draw_models,
     evidence_record,
+    simulate,
 )
 from ppl_hais.workflow.evidence import evidence
 
@@ -87,50 +89,32 @@ def calibrate_bayes_factors(
         ``marginal()``, ``calibration()``, ``design()``, ``plot()``, ``to_arviz()``; warned
         data sets are kept and counted.
     """
-    if not isinstance(models, Mapping) or len(models) < 2:
-        raise TypeError("calibrate_bayes_factors takes a dict {name: pm.Model} of two or more "
-                        "models")  # fmt: skip
-    names = list(models)
+    names = list(models) if isinstance(models, Mapping) else []
     pymc_models = {n: pymc_model(models[n]) for n in names}
+    sites = check_models(models, {n: [rv.name for rv in m.observed_RVs]
+                                  for n, m in pymc_models.items()}, "PyMC models")  # fmt: skip
     prior = check_prior_probs(names, prior_probs)
     start = time.perf_counter()
-    observed = {n: sorted(rv.name for rv in m.observed_RVs) for n, m in pymc_models.items()}
-    if not observed[names[0]] or any(o != observed[names[0]] for o in observed.values()):
-        raise ValueError("the models must observe the same variables (the data every model "
-                         "is fitted to): " + "; ".join(f"{n}: {o}" for n, o in
-                                                       observed.items()))  # fmt: skip
     rng = np.random.default_rng(random_seed)
     true = draw_models(rng, prior, num_datasets, stratified)
-    data = _simulate(rng, pymc_models, names, true, observed[names[0]])
+
+    def draw(m, num):
+        pp = pm.sample_prior_predictive(draws=num, model=pymc_models[names[m]], var_names=sites,
+                                        random_seed=int(rng.integers(2**31 - 1)))  # fmt: skip
+        return {s: np.asarray(pp["prior_predictive"][s].values)[0] for s in sites}
+
+    quiet = logging.getLogger("pymc")  # "Sampling: [...]" for every model
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        data = simulate(true, len(names), draw)
+    finally:
+        quiet.setLevel(level)
     fits = {n: _fitter(pymc_models[n], hais_kwargs) for n in names}
-    key = host_split(host_key(int(rng.integers(2**31 - 1))))[1]
+    key = host_split(host_key(int(rng.integers(2**31 - 1))))[1]  # the evidences' own key
     return calibrate(key, names, prior, true, data, fits, progress_bar=progressbar,
                      started=start, settings=dict(num_datasets=len(true), stratified=stratified,
                                                   hais_kwargs=dict(hais_kwargs)))  # fmt: skip
-
-
-def _simulate(rng, models, names, true, observed) -> dict:
-    """Each data set's observed values from the model ``true`` names for it: (N, ...) arrays
-    by variable."""
-    data = {}
-    quiet = logging.getLogger("pymc")
-    level = quiet.level
-    quiet.setLevel(logging.WARNING)  # "Sampling: [...]" for every model
-    try:
-        for m, n in enumerate(names):
-            idx = np.flatnonzero(true == m)
-            if not len(idx):
-                continue
-            pp = pm.sample_prior_predictive(draws=len(idx), model=models[n], var_names=observed,
-                                            random_seed=int(rng.integers(2**31 - 1)))
-            for name in observed:
-                v = np.asarray(pp["prior_predictive"][name].values)[0]
-                if name not in data:
-                    data[name] = np.zeros((len(true),) + v.shape[1:], dtype=v.dtype)
-                data[name][idx] = v
-    finally:
-        quiet.setLevel(level)
-    return data
 
 
 def _fitter(model, hais_kwargs):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,8 +48,8 @@ from ..mcmc.fast_random import host_fold_in
 from ..results.arviz import assemble
 from .runs import check_names
 
-__all__ = ["BayesFactorCalibration", "calibrate", "check_prior_probs", "draw_models",
-           "evidence_record"]
+__all__ = ["BayesFactorCalibration", "calibrate", "check_models", "check_prior_probs",
+           "draw_models", "evidence_record", "simulate"]
 
 
 def draw_models(rng: np.random.Generator, prior_probs, num_datasets: int,
@@ -60,6 +61,40 @@ def draw_models(rng: np.random.Generator, prior_probs, num_datasets: int,
         return np.repeat(np.arange(len(prior)), -(-int(num_datasets) // len(prior)))[
             : int(num_datasets)]  # fmt: skip
     return rng.choice(len(prior), size=int(num_datasets), p=prior / prior.sum())
+
+
+def check_models(models, data_sites, what: str) -> list[str]:
+    """The data's site names, after refusing fewer than two models (``models``, a dict; ``what``
+    names them in the error) or models whose ``data_sites`` (name -> site names) differ."""
+    if not isinstance(models, Mapping) or len(models) < 2:
+        raise TypeError(f"calibrate_bayes_factors takes a dict {{name: model}} of two or more "
+                        f"{what}")  # fmt: skip
+    sites = {n: sorted(s) for n, s in data_sites.items()}
+    first = next(iter(sites.values()))
+    if not first or any(s != first for s in sites.values()):
+        raise ValueError(
+            "the models must observe the same sites (the data every model is fitted to): "
+            + "; ".join(f"{n}: {s}" for n, s in sites.items()) + "."
+        )
+    return first
+
+
+def simulate(true, num_models: int, draw) -> dict:
+    """Each data set's observed values from the model ``true`` names for it: ``draw(m, n)``
+    gives model ``m``'s ``n`` prior-predictive data sets as ``{site: (n, ...)}``; the result
+    holds (N, ...) arrays by site."""
+    true = np.asarray(true)
+    data = {}
+    for m in range(num_models):
+        idx = np.flatnonzero(true == m)
+        if not len(idx):
+            continue
+        for site, values in draw(m, len(idx)).items():
+            v = np.asarray(values)
+            if site not in data:
+                data[site] = np.zeros((len(true),) + v.shape[1:], dtype=v.dtype)
+            data[site][idx] = v
+    return data
 
 
 def check_prior_probs(names, prior_probs) -> np.ndarray:
