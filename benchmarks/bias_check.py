@@ -1,7 +1,7 @@
 """The bias check and the recalibrated checks on the trust suite's hard models, default calls.
 
 Every model goes through the evidence workflow the adapters call
-(``ppl_hais.evidence.evidence``: initial="auto", 512 particles × 1000 temperatures — fixed,
+(``ppl_hais.workflow.evidence.evidence``: initial="auto", 512 particles × 1000 temperatures — fixed,
 the ladder's first rung (benchmarks/ladder.py runs the ladder) — ``bias_check="auto"``);
 targets without a prior/likelihood split are given their stated start
 as the "prior". Per model and seed: the error against the exact log Z, the reported SE, the
@@ -25,8 +25,8 @@ from trust import Model, eight_schools, funnel, mixture, regression
 from trust_heldout import student
 
 import ppl_hais as ph
-from ppl_hais.evidence import evidence
 from ppl_hais.model.validation import product_of_experts
+from ppl_hais.workflow.evidence import evidence
 
 
 def as_model(target, prior=None):
@@ -142,8 +142,9 @@ def write(args, rows):
         "# The bias check: a reverse anneal from MCMC draws, on the hard models",
         "",
         f"`python benchmarks/bias_check.py --seeds {args.seeds}` · {_machine.describe()} · "
-        f"{time.strftime('%Y-%m-%d')} · `ppl_hais.evidence.evidence` defaults (initial='auto', "
-        "512 particles × 1000 temperatures, `bias_check='auto'`), seeds 200 and up",
+        f"{time.strftime('%Y-%m-%d')} · `ppl_hais.workflow.evidence.evidence` defaults "
+        "(initial='auto', 512 particles × 1000 temperatures, `bias_check='auto'`), seeds 200 "
+        "and up",
         "",
         "*right*: |error| ≤ 0.1 nat; *false alarms*: right and warned; *silent*: |error| > "
         "3 SE + 0.05 without a warning; *gap*: median of the bias check's reverse estimate minus "

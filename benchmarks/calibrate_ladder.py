@@ -24,7 +24,7 @@ import json
 import _machine
 import numpy as np
 
-from ppl_hais import diagnostics, ladder
+from ppl_hais.checks import diagnostics, ladder
 
 
 def walk(rungs):

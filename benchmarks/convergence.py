@@ -149,7 +149,7 @@ def main():
         "",
     ]
     for ax, (title, g, truth, out) in zip(axes, panels, strict=True):
-        ph.plots.plot_convergence(g, out, truth=truth, ax=ax, title=title)
+        ph.results.plots.plot_convergence(g, out, truth=truth, ax=ax, title=title)
         ax.set_ylim(truth - 8, truth + 4)  # points further off are clipped (see the tables)
         lines += [
             f"## {title}",

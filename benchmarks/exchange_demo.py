@@ -7,7 +7,8 @@ Z_d(θ) = E[σ(1 − θ S)] with S ~ χ²_d, computed by quadrature over the χ�
 exact draw measured by `BoundedEnergy.sample_with_status` against 1/Z_d(θ), for d up to where
 the budget (10⁷ proposals for 100 draws) runs out.
 
-Part 2: two posteriors over θ with an exact reference on a grid, sampled by `ph.exchange.sample`
+Part 2: two posteriors over θ with an exact reference on a grid, sampled by
+`ph.research.exchange.sample`
 and by the obvious wrong approach (treat log π(x) + log σ(−E(x; θ)) as if it were normalized,
 i.e. ignore Z(θ), and run ordinary HMC on θ): a 1-D continuous x (Z by Gauss–Hermite) and a
 4×4 Ising-type model under the Bernoulli(½) envelope (Z by enumerating all 2¹⁶ states).
@@ -32,7 +33,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import _machine  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
-from ppl_hais import exchange as ex  # noqa: E402
+from ppl_hais.research import exchange as ex  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
@@ -246,9 +247,9 @@ def part2(lines, quick):
         "## Exchange against ignoring Z(θ)",
         "",
         "Exact posterior on a θ-grid (Z(θ) by 120-point Gauss–Hermite for continuous x, by "
-        "enumerating all 2¹⁶ states for the Ising model); `ph.exchange.sample` (one chain, 500 "
-        f"warmup + {n:,} draws; ± = MCSE); and the naive posterior that drops Z(θ), on the grid "
-        "and sampled by our HMC (`ph.mcmc.sample`, 4 chains, 5 leapfrog steps).",
+        "enumerating all 2¹⁶ states for the Ising model); `ph.research.exchange.sample` (one "
+        f"chain, 500 warmup + {n:,} draws; ± = MCSE); and the naive posterior that drops Z(θ), "
+        "on the grid and sampled by our HMC (`ph.mcmc.sample`, 4 chains, 5 leapfrog steps).",
         "",
         "![posteriors](exchange_posteriors.png)",
         "",

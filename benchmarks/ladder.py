@@ -1,9 +1,9 @@
 """The convergence ladder against the fixed 1000 temperatures, on the trust suite's hard models.
 
 Every model goes through the evidence workflow the adapters call
-(``ppl_hais.evidence.evidence``, initial="auto", 512 particles, ``bias_check="auto"``), twice
-per seed: ``num_steps=1000`` (one run of a fixed budget) and the default ``num_steps=None`` (the
-ladder: 250, 1000, 4000, 16,000 temperatures while a check fails and no rung's bridge ends it,
+(``ppl_hais.workflow.evidence.evidence``, initial="auto", 512 particles, ``bias_check="auto"``),
+twice per seed: ``num_steps=1000`` (one run of a fixed budget) and the default ``num_steps=None``
+(the ladder: 250, 1000, 4000, 16,000 temperatures while a check fails and no rung's bridge ends it,
 within the default ``max_gradients``, 160× the first rung's run). Per model: the error against
 the exact log Z, right (|error| ≤ 0.1), warned, false alarms (right and warned), silent misses
 (|error| > 3 SE + 0.05 without a warning), whether the stated shortfall covers the error of the
@@ -27,7 +27,7 @@ import numpy as np
 from bias_check import cases
 
 import ppl_hais as ph
-from ppl_hais.evidence import evidence
+from ppl_hais.workflow.evidence import evidence
 
 MODES = {"fixed 1000": dict(num_steps=1000), "ladder (default)": {}}
 
@@ -92,7 +92,7 @@ def write(args, rows):
         "# The convergence ladder on the hard models",
         "",
         f"`python benchmarks/ladder.py --seeds {args.seeds}` · {_machine.describe()} · "
-        f"{time.strftime('%Y-%m-%d')} · `ppl_hais.evidence.evidence` (what `phn.HAIS` and "
+        f"{time.strftime('%Y-%m-%d')} · `ppl_hais.workflow.evidence.evidence` (what `phn.HAIS` and "
         "`php.sample_hais` call), initial='auto', 512 particles, `bias_check='auto'`, seeds 300 "
         "and up; *fixed 1000*: `num_steps=1000`; *ladder*: the default `num_steps=None` "
         "(250 → 1000 → 4000 → 16,000 temperatures while a check fails and no rung's bridge "

@@ -1,6 +1,6 @@
 """Natural-gradient variational starts: what the fit costs, what it saves.
 
-Part 1, the fit: ``ph.vi.fit_vi`` by the natural gradient against plain reparameterization
+Part 1, the fit: ``ph.starts.vi.fit_vi`` by the natural gradient against plain reparameterization
 gradients with Adam (learning rate 0.05), same objective, same draws, from N(0, I): ELBO
 evaluations, model gradients and time to convergence, the ELBO on the fit's own draws, and on
 20,000 fresh draws (the fixed draws can be over-fitted; the fresh ELBO says which fit is better).
@@ -35,7 +35,7 @@ from _models import funnel, student
 import ppl_hais as ph
 from ppl_hais.model.validation import product_of_experts
 from ppl_hais.starts import choose as starts
-from ppl_hais.vi import fit_vi
+from ppl_hais.starts.vi import fit_vi
 
 STEPS = (100, 300, 1000, 3000)
 PARTICLES = 512
@@ -178,7 +178,7 @@ def part2(name, seeds):
 
 def part3(name, seeds):
     """The start ``initial="auto"`` picks (1000 temperatures, no bias check) and its error."""
-    from ppl_hais.evidence import evidence
+    from ppl_hais.workflow.evidence import evidence
 
     target, exact = CASES[name]()
     if exact is None:
@@ -204,7 +204,7 @@ def part4():
     mean log p(v) (exact log Z, 16 hidden units) after 5, 20 and 80 epochs, and time."""
     from rbm_ais import digits
 
-    from ppl_hais.energy import rbm
+    from ppl_hais.research.energy import rbm
 
     ph.enable_x64()
     train, test = digits()

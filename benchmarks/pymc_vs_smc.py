@@ -130,7 +130,7 @@ def main():
                     else:
                         idata = pm.sample_smc(random_seed=s, progressbar=False, chains=4, **kw)
                 wall = time.perf_counter() - t
-                est, se = ph.compare.evidence_of(idata)
+                est, se = ph.workflow.compare.evidence_of(idata)
                 res[label].append((est - exact, se if is_hais else np.nan, wall))
                 print(name, s, label, res[label][-1], flush=True)
         # the faster of pm.sample_smc's two settings

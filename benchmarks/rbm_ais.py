@@ -1,9 +1,9 @@
 """Seed 002's protocol on a dataset that ships offline, and the per-temperature cost.
 
-Part 1: binary RBMs trained by CD-1 (``ph.energy.fit_cd``) on scikit-learn's 8×8 digits
+Part 1: binary RBMs trained by CD-1 (``ph.research.energy.fit_cd``) on scikit-learn's 8×8 digits
 binarized at 8/16 (64 visible units; 1,500 training and 297 test images), hidden layers of 10
-to 500 units. For each: log Z by ``ph.energy.log_partition`` from the training data's base rate
-with [SM08]'s schedule (100 particles × 14,500 temperatures), its SE and Pareto k̂, the exact
+to 500 units. For each: log Z by ``ph.research.energy.log_partition`` from the training data's base
+rate with [SM08]'s schedule (100 particles × 14,500 temperatures), its SE and Pareto k̂, the exact
 log Z by enumerating the hidden layer where H ≤ 20, the average test log-probability, and the
 fewest temperatures (of 100 … 14,500, same schedule shape, 3 seeds) whose estimates were all
 within 0.1 nat of the reference (the exact value, or the 14,500-temperature estimate).
@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import ppl_hais as ph
-from ppl_hais import energy
+from ppl_hais.research import energy
 
 
 def digits():
@@ -157,7 +157,7 @@ def main():
         "",
         "## Per-temperature cost: 784 × 500 RBM, 100 particles × 14,500 temperatures",
         "",
-        f"- `ph.energy.log_partition`, warm: {perf['wall']:.2f} s "
+        f"- `ph.research.energy.log_partition`, warm: {perf['wall']:.2f} s "
         f"(log Z {perf['log_z']:.2f} ± {perf['se']:.3f})",
         f"- its limit, the two matrix products per temperature alone in one scan: "
         f"{perf['limit']:.2f} s",

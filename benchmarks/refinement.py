@@ -37,7 +37,8 @@ import numpy as np
 import scipy.stats as st
 
 import ppl_hais as ph
-from ppl_hais.refinement import Bernoulli
+from ppl_hais.research import sbn
+from ppl_hais.research.refinement import Bernoulli
 
 METHODS = {  # name: fit kwargs
     "RWS (10 draws)": dict(num_samples=10),
@@ -71,17 +72,17 @@ def part1(train, test, seeds, epochs):
                 continue
             for seed in range(seeds if hidden == 16 else 1):
                 t = time.perf_counter()
-                net, rec, hist = ph.sbn.fit(jax.random.key(seed), train, hidden,
+                net, rec, hist = sbn.fit(jax.random.key(seed), train, hidden,
                                             num_epochs=epochs, **kwargs)  # fmt: skip
                 seconds = time.perf_counter() - t
                 row = dict(hidden=hidden, method=name, seed=seed, seconds=seconds,
                            train_bound=float(hist[-1]))  # fmt: skip
                 if hidden <= 20:
-                    row["test"] = float(ph.sbn.log_marginal_exact(net, test).mean())
+                    row["test"] = float(sbn.log_marginal_exact(net, test).mean())
                     row["test_se"] = 0.0
                 else:
                     q = refined(net, rec, test)
-                    est, _ = quiet(ph.sbn.log_likelihood, jax.random.key(7), net, test, q,
+                    est, _ = quiet(sbn.log_likelihood, jax.random.key(7), net, test, q,
                                    num_particles=100, num_steps=100)  # fmt: skip
                     row["test"], row["test_se"] = est.mean, est.se
                 rows.append(row)
@@ -91,14 +92,14 @@ def part1(train, test, seeds, epochs):
 
 
 def refined(net, rec, data, steps=20, samples=20, damping=0.1, key=3):
-    fit = ph.refine(jax.random.key(key), lambda h, x: ph.sbn.log_joint(net, h, x),
+    fit = ph.refine(jax.random.key(key), lambda h, x: sbn.log_joint(net, h, x),
                     rec.proposal(data), data, num_iterations=steps, num_samples=samples,
                     damping=damping)  # fmt: skip
     return fit.q
 
 
 def part2(net, rec, test):
-    exact = ph.sbn.log_marginal_exact(net, test)
+    exact = sbn.log_marginal_exact(net, test)
     rows = []
     starts = {"q (recognition network)": rec.proposal(test),
               "q refined 20 steps (20 draws, γ 0.1)": refined(net, rec, test),
@@ -109,7 +110,7 @@ def part2(net, rec, test):
                                         ("IW bound, 100 draws", 100, 0),
                                         ("AIS, 100 temperatures × 100", 100, 100)):  # fmt: skip
             t = time.perf_counter()
-            est, warned = quiet(ph.sbn.log_likelihood, jax.random.key(11), net, test, q,
+            est, warned = quiet(sbn.log_likelihood, jax.random.key(11), net, test, q,
                                 num_particles=particles, num_steps=steps)  # fmt: skip
             err = est.per_datum - exact
             rows.append(dict(start=start, estimator=label, mean=est.mean, se=est.se,
@@ -130,7 +131,7 @@ def part3(net, rec, test):
               "recognition network": rec.proposal(test)}  # fmt: skip
     rows = []
     for name, q in starts.items():
-        fit = ph.refine(jax.random.key(5), lambda h, x: ph.sbn.log_joint(net, h, x), q, test,
+        fit = ph.refine(jax.random.key(5), lambda h, x: sbn.log_joint(net, h, x), q, test,
                         num_iterations=50, num_samples=100, damping=0.3)  # fmt: skip
         rows.append(dict(start=name, ess=fit.ess.mean(0).tolist(),
                          bound=fit.bound.mean(0).tolist()))
@@ -169,7 +170,7 @@ def report(data):
         "",
         f"`python benchmarks/refinement.py --seeds {data['seeds']}` on {data['machine']}, "
         f"{data['date']}. Hjelm et al. 2016 (the paper's adaptive importance refinement, AIR); "
-        "`ph.refine`, `ph.sbn`, `generative_log_likelihood(initial='refined')`, "
+        "`ph.refine`, `ph.research.sbn`, `generative_log_likelihood(initial='refined')`, "
         "`phn.refine_guide`.",
         "",
         "## 1. Training a sigmoid belief network with and without refinement",

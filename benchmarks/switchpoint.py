@@ -151,9 +151,9 @@ def call(method, changes, y, seed):
     with pymc_model(y, changes):
         if method == "pm.sample_smc":
             idata = pm.sample_smc(random_seed=seed, progressbar=False, chains=4, cores=1)
-            return ph.compare.evidence_of(idata)[0], float("nan"), False, None
+            return ph.workflow.compare.evidence_of(idata)[0], float("nan"), False, None
         idata = php.sample_hais(draws=512, num_steps=1000, random_seed=seed, progressbar=False)
-    est, se = ph.compare.evidence_of(idata)
+    est, se = ph.workflow.compare.evidence_of(idata)
     return est, se, bool(np.any(np.asarray(idata["sample_stats"]["evidence_warning"]))), None
 
 

@@ -3,7 +3,7 @@
 For each model and seed: the error of log Ẑ against the exact value, the reported SE, whether
 ±2 SE covers the truth, whether an EvidenceWarning fired, and whether the run was a *silent
 miss* (|error| > 3 SE + 0.05 without a warning). Bayesian models go through the evidence
-workflow the adapters call (``ppl_hais.evidence.evidence``: initial="auto", 512 particles ×
+workflow the adapters call (``ppl_hais.workflow.evidence.evidence``: initial="auto", 512 particles ×
 1000 temperatures, the adapters' defaults); targets without a prior/likelihood split go
 through ``ph.hais`` with its defaults and the initial distribution named. A last table compares
 the vague-prior regression with a wrong tight-prior model.
@@ -26,9 +26,9 @@ from _models import funnel, mixture
 from scipy import integrate, special, stats
 
 import ppl_hais as ph
-from ppl_hais.evidence import evidence
 from ppl_hais.model.target import num_draws
 from ppl_hais.model.validation import product_of_experts
+from ppl_hais.workflow.evidence import evidence
 
 
 class Model:
@@ -312,12 +312,12 @@ def write(args, rows, cmp):
         f"{time.strftime('%Y-%m-%d')} · {args.particles} particles × {args.steps} temperatures",
         "",
         "Bayesian models run through the evidence workflow the adapters call "
-        "(`ppl_hais.evidence.evidence`, `initial='auto'`); the other targets through `ph.hais` "
-        "with its defaults and the initial distribution named. *warned*: an `EvidenceWarning` "
-        "fired. *cover*: ±2 SE covers the exact value, among runs without a warning. *silent "
-        "miss*: |error| > 3 SE + 0.05 without a warning (goal: 0). *k̂*: median Pareto k̂. "
-        "*gradients*: per run, all particles, pilot(s) included. *time*: median wall time of "
-        "a call after the first (compiled).",
+        "(`ppl_hais.workflow.evidence.evidence`, `initial='auto'`); the other targets through "
+        "`ph.hais` with its defaults and the initial distribution named. *warned*: an "
+        "`EvidenceWarning` fired. *cover*: ±2 SE covers the exact value, among runs without a "
+        "warning. *silent miss*: |error| > 3 SE + 0.05 without a warning (goal: 0). *k̂*: median "
+        "Pareto k̂. *gradients*: per run, all particles, pilot(s) included. *time*: median wall "
+        "time of a call after the first (compiled).",
         "",
         "| model | note | start | mean error | rms error | median SE | SE = inf | warned | "
         "cover (no warning) | silent misses | k̂ | gradients | time (s) |",

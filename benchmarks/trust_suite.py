@@ -467,7 +467,7 @@ def rung_features(ev, seconds):
         max_weight=[ph.stats.estimators.max_relative_weight(x.log_weights) for x in r],
         ess=[x.ess for x in r], lag=[x.lag for x in r], outside=[x.outside_initial for x in r],
         chain_log_z=[x.log_z for x in r], chain_se=[x.log_z_se for x in r],
-        pooled_khat=ph.diagnostics.pareto_khat(lw), num_particles=len(lw),
+        pooled_khat=ph.checks.diagnostics.pareto_khat(lw), num_particles=len(lw),
         bias_gap=ev.bias_gap, bias_gap_se=float("nan") if ev.bias is None else ev.bias.gap_se,
         checks=[c.split(":")[0] for c in ev.checks], gradients=ev.gradients, seconds=seconds,
         initial=ev.initial,
@@ -476,7 +476,7 @@ def rung_features(ev, seconds):
 
 def collect(args):
     from ppl_hais.estimate.bias import needs_check
-    from ppl_hais.evidence import evidence
+    from ppl_hais.workflow.evidence import evidence
 
     out = []
     models = MODEL_SETS[args.models]()
@@ -647,7 +647,7 @@ def summarize(name, adapter, runs, seeds):
     # a low run is covered by its stated shortfall, a high one by its stated excess (how far
     # too high a few dominant weights may have lifted it; stated from EXCESS_STATE nats)
     up = np.array([r.get("excess", np.nan) for r in runs])
-    up = np.where(up >= ph.diagnostics.EXCESS_STATE, up, 0.0)
+    up = np.where(up >= ph.checks.diagnostics.EXCESS_STATE, up, 0.0)
     covered = np.where(err < 0, -err <= short + 0.1, err <= up + 0.1)
     unbounded = np.isinf(short) & ww & (err < 0)
     gaps = np.array([r["gap"] for r in runs])

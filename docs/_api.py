@@ -11,7 +11,12 @@ import shutil
 import types
 from pathlib import Path
 
-ROOTS = ["ppl_hais", "ppl_hais.adapters.numpyro", "ppl_hais.adapters.pymc", "ppl_hais.evidence"]
+ROOTS = [
+    "ppl_hais",
+    "ppl_hais.adapters.numpyro",
+    "ppl_hais.adapters.pymc",
+    "ppl_hais.workflow.evidence",
+]
 
 
 def _summary(obj) -> str:
@@ -31,16 +36,6 @@ def _kind(obj) -> str:
     return "autodata"
 
 
-def _public_path(parent: str, attr: str, module) -> str:
-    """The path users import a namespace by (``ppl_hais.ladder``), where it differs from the
-    module's home in the layered package (``ppl_hais.checks.ladder``)."""
-    try:
-        importlib.import_module(f"{parent}.{attr}")
-    except ImportError:
-        return module.__name__
-    return f"{parent}.{attr}"
-
-
 def _modules():
     """The modules to document, in order: the roots, then every module their __all__ names."""
     order, queue = [], list(ROOTS)
@@ -53,7 +48,7 @@ def _modules():
         for attr in getattr(module, "__all__", []):
             obj = getattr(module, attr)
             if isinstance(obj, types.ModuleType) and obj.__name__.startswith("ppl_hais"):
-                queue.append(_public_path(name, attr, obj))
+                queue.append(obj.__name__)
     return order
 
 
@@ -73,7 +68,7 @@ def write(out: Path) -> list[str]:
         for attr in module.__all__:
             obj = getattr(module, attr)
             if isinstance(obj, types.ModuleType):
-                rows.append(f"| [`{attr}`]({_public_path(name, attr, obj)}.md) | {_summary(obj)} |")
+                rows.append(f"| [`{attr}`]({obj.__name__}.md) | {_summary(obj)} |")
                 continue
             full = f"{name}.{attr}"
             if id(obj) in pages:

@@ -37,8 +37,8 @@ for k in (1, 2, 4):
         smc_runs[name] = pm.sample_smc(random_seed=1, progressbar=False)
         t_smc = time.perf_counter() - t
     exact[name] = multivariate_normal(np.zeros(80), np.eye(80) + X[:, :k] @ X[:, :k].T).logpdf(y)
-    h, hse = ph.compare.evidence_of(hais_runs[name])
-    s, sse = ph.compare.evidence_of(smc_runs[name])
+    h, hse = ph.workflow.compare.evidence_of(hais_runs[name])
+    s, sse = ph.workflow.compare.evidence_of(smc_runs[name])
     print(f"{name:13s} exact {exact[name]:9.3f} | sample_hais {h:9.3f} ± {hse:.3f} "
           f"({t_hais:4.1f} s) | sample_smc {s:9.3f} ± {sse:.3f} ({t_smc:4.1f} s)")
 

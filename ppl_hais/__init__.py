@@ -15,9 +15,7 @@ Example
 True
 """
 
-import importlib
-
-from . import bridge, mcmc, old_paths
+from . import annealing, bridge, checks, mcmc, research, results, runtime, starts, workflow
 from .annealing.kernels import (
     TransitionKernel,
     hais_kernel,
@@ -26,7 +24,6 @@ from .annealing.kernels import (
     resampled_hmc_kernel,
 )
 from .bridge import BridgeResult, bridge_sampling
-from .checks import diagnostics, ladder
 from .checks.diagnostics import EvidenceWarning
 from .estimate.annealers import ais, bdmc, hais
 from .mcmc.hmc import refresh_fraction
@@ -40,7 +37,6 @@ from .model.schedules import (
 )
 from .model.tails import IndependentStudentT
 from .model.target import AnnealingTarget, Gaussian, GaussianMixture, Potential, StudentT
-from .research import energy, exchange, refinement, sbn
 from .research.exchange import BoundedEnergy, RejectionBudgetError
 from .research.likelihood import (
     LogLikelihoodEstimate,
@@ -48,41 +44,24 @@ from .research.likelihood import (
     generative_log_likelihood,
 )
 from .research.refinement import refine
-from .results import arviz, plots
 from .results.result import AISResult, AnnealingError, AnnealingTrace
-from .runtime import compilation_cache
 from .runtime.precision import enable_x64
-from .starts import vi
 from .starts.laplace import laplace_gaussian
-from .workflow import compare, evidence  # noqa: F401  (the namespaces)
 from .workflow.calibration import BayesFactorCalibration
 from .workflow.compare import compare_evidence
 
 __version__ = "0.1.0"
 
-old_paths.install()
-
-
-def __getattr__(name):
-    # a module of the flat layout reached as an attribute (ph.estimators): imported by its old
-    # path, so the deprecated ones warn as their imports do
-    if old_paths.new_name(f"ppl_hais.{name}") is not None:
-        return importlib.import_module(f"ppl_hais.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 __all__ = [
-    "arviz",
+    "annealing",
     "bridge",
-    "compilation_cache",
-    "diagnostics",
-    "energy",
-    "exchange",
-    "ladder",
+    "checks",
     "mcmc",
-    "plots",
-    "refinement",
-    "sbn",
-    "vi",
+    "research",
+    "results",
+    "runtime",
+    "starts",
+    "workflow",
     "AISResult",
     "BayesFactorCalibration",
     "BridgeResult",

@@ -66,7 +66,7 @@ def demo(args) -> int:
         f"error {err:+.4f} ({err / best.log_z_se:+.1f} SE)"
         f"   wall time {total:.1f} s (compilation included)"
     )
-    ax = ph.plots.plot_convergence(
+    ax = ph.results.plots.plot_convergence(
         grid,
         {"HAIS": results},
         truth=case.log_z,

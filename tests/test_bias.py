@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import ppl_hais as ph
-from ppl_hais import diagnostics
 from ppl_hais.annealing.pilot import survey
+from ppl_hais.checks import diagnostics
 from ppl_hais.estimate.bias import (
     _own_draws,
     bennett,
@@ -23,11 +23,12 @@ from ppl_hais.estimate.bias import (
     suspect_khat,
     suspect_outside,
 )
-from ppl_hais.evidence import evidence
+from ppl_hais.results import arviz as arviz_out
 from ppl_hais.results.result import AISResult, AnnealingTrace
 from ppl_hais.stats import estimators
 from ppl_hais.stats.estimators import pool
 from ppl_hais.workflow.budget import choose_num_steps
+from ppl_hais.workflow.evidence import evidence
 
 
 class _TargetModel:
@@ -123,7 +124,7 @@ def test_a_reverse_estimate_far_below_the_forward_one_vouches_for_nothing():
     above 0.1 nat), 0.40 nat low at an SE of 0.10; now it is inconclusive: the ladder goes on,
     and there is no bridge. It warns of nothing (centered eight schools' right runs had gaps
     down to −11: their MCMC drifts to large τ), and gaps within 4 SEs or 1 nat count as before."""
-    from ppl_hais.ladder import Rung, settled
+    from ppl_hais.checks.ladder import Rung, settled
 
     assert diagnostics.bias_invalid(-283.9, 1.0) and diagnostics.evidence_checks(
         bias_gap=-283.9, bias_gap_se=1.0) == ()  # fmt: skip
@@ -292,8 +293,8 @@ def test_bias_check_reaches_arviz_and_compare():
     model = _TargetModel(lambda z: -0.5 * jnp.sum((z / 3.0) ** 2), 2)
     ev = evidence(jax.random.key(1), model, initial="prior", num_particles=128, num_steps=200,
                   bias_check=True, progress_bar=False)  # fmt: skip
-    idata = ph.arviz.from_ais(ev.results, {"z": ev.results[0].particles[None]}, bias=ev.bias)
-    ss = ph.arviz.group(idata, "sample_stats")
+    idata = arviz_out.from_ais(ev.results, {"z": ev.results[0].particles[None]}, bias=ev.bias)
+    ss = arviz_out.group(idata, "sample_stats")
     assert float(ss["bias_gap"]) == pytest.approx(ev.bias_gap)
     assert float(ss["log_marginal_likelihood_reverse"]) == pytest.approx(ev.log_z_upper)
     table = ph.compare_evidence({"idata": idata, "ev": ev, "pair": (0.0, 0.1)})

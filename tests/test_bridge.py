@@ -168,7 +168,7 @@ def test_cross_check_shows_a_missed_mode():
 
     matplotlib.use("Agg")
     for obj in (res, res.to_arviz()):  # the result, or its ArviZ output
-        axes = ph.plots.plot_bridge(obj, truth=MIX_EXACT)
+        axes = ph.results.plots.plot_bridge(obj, truth=MIX_EXACT)
         assert len(axes[1].get_yticks()) == 4 + 1 + 2  # chains, pooled, both anneals
     assert float(res.to_arviz()["sample_stats"]["bias_gap"]) == pytest.approx(res.bias_gap)
     # both modes drawn: the three agree and nothing warns

@@ -14,6 +14,7 @@ from scipy.special import betaln, gammaln
 import ppl_hais as ph
 from ppl_hais.adapters import numpyro as phn
 from ppl_hais.model.observed import observed_data
+from ppl_hais.results import arviz as arviz_out
 from ppl_hais.workflow.calibration import BayesFactorCalibration
 
 N, TAU = 20, 0.5  # a normal mean: zero (H0) or N(0, TAU²) (H1), unit noise, N observations
@@ -67,7 +68,7 @@ def test_design_analysis_shares():
     table = cal.design("H1", "H0", threshold=10)
     assert table.loc["H0", "for_denominator"] == 0.5 and table.loc["H0", "for_numerator"] == 0
     assert table.loc["H1", "for_numerator"] == 0.5 and table.loc["H1", "inconclusive"] == 0.5
-    group = ph.arviz.group(cal.to_arviz(), "sample_stats")
+    group = arviz_out.group(cal.to_arviz(), "sample_stats")
     assert group["log_evidence"].dims == ("dataset", "model")
     assert list(group["true_model"].values) == ["H0"] * 4 + ["H1"] * 2
 

@@ -63,9 +63,9 @@ def test_new_number_of_temperatures_compiles_nothing(executables):
 def test_bias_check_compiles_one_mcmc_for_every_start():
     """The bias check's MCMC samples the model's joint density, the same function from the
     prior and from a Laplace fit, so a second start compiles no second MCMC."""
-    from ppl_hais.evidence import evidence
     from ppl_hais.mcmc import sampler
     from ppl_hais.model.density import SplitDensity
+    from ppl_hais.workflow.evidence import evidence
 
     class Model(SplitDensity):  # y = 1 under N(z, 0.5²) per coordinate, z ~ N(0, I)
         dim, improper, prior = 2, (), ph.Gaussian(jnp.zeros(2))
@@ -121,8 +121,8 @@ def test_laplace_fit_and_bias_check_compile_only_their_programs(caplog):
     import logging
     import re
 
-    from ppl_hais.evidence import evidence
     from ppl_hais.model.density import SplitDensity
+    from ppl_hais.workflow.evidence import evidence
 
     class Fresh(SplitDensity):  # a structure no other test compiled
         dim, improper, prior = 3, (), ph.Gaussian(jnp.zeros(3), 2.0)
@@ -168,7 +168,7 @@ def test_every_ladder_rung_runs_in_one_program(executables):
     pilots share one compiled program per transition: schedules are padded to
     ``MIN_CAPACITY`` (16,384), so the first call in a process that climbs to the last rung
     compiles no second anneal (at 8192 it did, 2-3 s on 2 cores)."""
-    from ppl_hais.ladder import FIRST_NUM_STEPS, GROWTH
+    from ppl_hais.checks.ladder import FIRST_NUM_STEPS, GROWTH
 
     target = _target()
     exact = 2 * np.log(3 * np.sqrt(2 * np.pi))
@@ -195,11 +195,11 @@ def test_capacity_and_padding():
 _PROBE = textwrap.dedent(
     """
     import warnings, jax, jax.numpy as jnp, ppl_hais as ph
-    print("IMPORTED", ph.compilation_cache.cache_dir())  # importing turns nothing on
+    print("IMPORTED", ph.runtime.compilation_cache.cache_dir())  # importing turns nothing on
     t = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
                            initial=ph.Gaussian(jnp.zeros(2), 2.0))
     ph.hais(jax.random.key(0), t, num_particles=32, num_steps=50, progress_bar=False)
-    print("DIR", ph.compilation_cache.cache_dir())
+    print("DIR", ph.runtime.compilation_cache.cache_dir())
     """
 )
 
@@ -240,7 +240,7 @@ def test_persistent_cache_is_written_and_read(tmp_path):
     assert scans() == stored
     # clear() empties the directory ppl_hais set, and the next process compiles and stores again
     files = len(os.listdir(cache))
-    clear = "import ppl_hais as ph; print('REMOVED', ph.compilation_cache.clear())"
+    clear = "import ppl_hais as ph; print('REMOVED', ph.runtime.compilation_cache.clear())"
     cleared = subprocess.run([sys.executable, "-c", clear], env={**os.environ, **env},
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert f"REMOVED {files}" in cleared.stdout, cleared.stderr
@@ -262,7 +262,8 @@ def test_persistent_cache_switch_and_unwritable_dir(tmp_path):
 def test_a_cache_switched_off_before_the_first_call_stays_off(tmp_path):
     """Importing turns nothing on, so a user who turns the cache off before any call keeps it
     off: the first call applies the default only where nobody chose."""
-    code = _PROBE.replace('print("IMPORTED"', 'ph.compilation_cache.disable(); print("IMPORTED"')
+    off = 'ph.runtime.compilation_cache.disable(); print("IMPORTED"'
+    code = _PROBE.replace('print("IMPORTED"', off)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PPL_HAIS_CACHE_DIR": str(tmp_path),
                               "PPL_HAIS_COMPILATION_CACHE": "1"}, timeout=300)  # fmt: skip
@@ -275,8 +276,8 @@ def test_a_rung_topped_up_with_particles_compiles_nothing_new(executables):
     """A rung whose weights pass at an SE above 0.025 nat anneals the particles that SE asks
     for (ppl_hais.workflow.runs) in whole groups of the pilot's size: the pilot, the rung and
     its top-ups run one program."""
-    from ppl_hais.evidence import evidence
     from ppl_hais.model.density import SplitDensity
+    from ppl_hais.workflow.evidence import evidence
 
     class Wide(SplitDensity):  # log Z = 10 · log N(0.5; 0, 3² + 1)
         dim, improper, prior = 10, (), ph.Gaussian(jnp.zeros(10), 3.0)

@@ -93,8 +93,9 @@ def test_every_public_name_has_an_api_page(tmp_path):
         sys.path.pop(0)
     written = set(api.write(tmp_path))
     for name in ["ppl_hais.hais", "ppl_hais.compare_evidence", "ppl_hais.adapters.numpyro.HAIS",
-                 "ppl_hais.adapters.pymc.sample_hais", "ppl_hais.evidence.evidence",
-                 "ppl_hais.plots.plot_convergence", "ppl_hais.energy.log_partition"]:
+                 "ppl_hais.adapters.pymc.sample_hais", "ppl_hais.workflow.evidence.evidence",
+                 "ppl_hais.results.plots.plot_convergence",
+                 "ppl_hais.research.energy.log_partition"]:
         assert name in written, name
     for module in api._modules():
         mod = importlib.import_module(module)

@@ -1,4 +1,4 @@
-"""ph.energy: RBM partition functions by AIS with Gibbs transitions ([SM08] §3) against
+"""ph.research.energy: RBM partition functions by AIS with Gibbs transitions ([SM08] §3) against
 enumeration. Tolerance |log Ẑ − log Z| < 4·SE of the estimate itself, fixed seeds."""
 
 import itertools
@@ -10,7 +10,7 @@ import pytest
 from scipy.special import logsumexp
 
 import ppl_hais as ph
-from ppl_hais import energy
+from ppl_hais.research import energy
 
 TOL = 4.0
 
@@ -277,7 +277,7 @@ def test_the_energy_metric_is_the_mean_squared_free_energy_gradient():
     """natural_gradient=True divides each step by ⟨(∂F(v)/∂θ)²⟩ over the minibatch (the
     chapter's energy approximation, diagonal): the closed form equals autodiff's per-row
     gradients squared and averaged."""
-    from ppl_hais.energy.rbm import _energy_metric
+    from ppl_hais.research.energy.rbm import _energy_metric
 
     rng = np.random.default_rng(0)
     model = energy.RBM(rng.normal(size=(6, 3)), rng.normal(size=6), rng.normal(size=3))

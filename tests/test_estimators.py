@@ -136,7 +136,7 @@ def test_likelihood_that_ignores_the_latents(key):
     r = ph.hais(key, target, num_particles=128, num_steps=50, progress_bar=False)
     assert abs(r.log_z + 1.25) < 1e-9 and r.log_z_se < 1e-6  # rounding only
     assert r.pareto_k == -np.inf and r.checks == ()
-    assert ph.diagnostics.pareto_khat(np.zeros(512)) == -np.inf
+    assert ph.checks.diagnostics.pareto_khat(np.zeros(512)) == -np.inf
 
 
 def test_analysis_log_likelihood(key):

@@ -15,7 +15,7 @@ from scipy import stats
 from scipy.special import expit, log_expit
 
 import ppl_hais as ph
-from ppl_hais import exchange as ex
+from ppl_hais.research import exchange as ex
 
 GH_X, GH_W = np.polynomial.hermite_e.hermegauss(120)  # ∫ f(x) N(x; 0, 1) dx = Σ w f / √(2π)
 GH_W = GH_W / np.sqrt(2 * np.pi)

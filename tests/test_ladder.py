@@ -12,8 +12,7 @@ import pytest
 from test_bias import _funnel, _TargetModel
 
 import ppl_hais as ph
-from ppl_hais.evidence import evidence
-from ppl_hais.ladder import (
+from ppl_hais.checks.ladder import (
     BRIDGE_CLEAR,
     CLEAR_GAP,
     CLEAR_MOVE,
@@ -32,6 +31,8 @@ from ppl_hais.ladder import (
     shortfall,
     unsizable,
 )
+from ppl_hais.results import arviz as arviz_out
+from ppl_hais.workflow.evidence import evidence
 from ppl_hais.workflow.runs import MOST_SE, PRECISE_SE
 
 
@@ -166,7 +167,7 @@ def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_
     # unwarned: its error bar reaches the shortfall stated about the bridge
     assert more.log_z_se == max(bridge_se(more.trajectory), more.shortfall / 2)
     assert abs(more.log_z - exact) < 2 * more.log_z_se
-    texts = [t.get_text() for t in ph.plots.plot_convergence(more).get_legend().texts]
+    texts = [t.get_text() for t in ph.results.plots.plot_convergence(more).get_legend().texts]
     assert "the estimate: forward and reverse bridged (± 2 SE: cleared, its doubt in its SE)" in (
         texts)  # fmt: skip
     budget = 6_000_000
@@ -478,7 +479,7 @@ def test_a_banana_whose_weights_fail_is_cleared_by_the_joint_decision_and_right(
     assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
     # its ArviZ output carries that estimate, not the chain's weights' verdict: compare_evidence
     # reads it unwarned with the cleared SE (not the chain's failed checks)
-    idata = ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 2))}, checks=ev.checks,
+    idata = arviz_out.from_ais(ev.results, {"z": np.zeros((1, 4, 2))}, checks=ev.checks,
                               bias=ev.bias, trajectory=ev.trajectory, evidence=ev)  # fmt: skip
     assert ev.results[0].warning  # the chain's own weights failed
     with warnings.catch_warnings():
@@ -504,7 +505,7 @@ def test_a_banana_at_a_fixed_num_steps_is_cleared_when_right_and_warned_when_hig
     assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
     # one signal in ArviZ: the fields pm.sample_smc's users read carry the call's answer and
     # flag no chain of a call that raised no warning; the chain's own weights' figures stay
-    ss = ph.arviz.group(ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 2))},
+    ss = arviz_out.group(arviz_out.from_ais(ev.results, {"z": np.zeros((1, 4, 2))},
                                           checks=ev.checks, trajectory=ev.trajectory,
                                           evidence=ev), "sample_stats")  # fmt: skip
     assert float(ss["log_marginal_likelihood"][0]) == ev.log_z == float(ss["log_evidence"])
@@ -520,13 +521,13 @@ def test_the_trajectory_reaches_arviz_compare_and_the_plot():
     import matplotlib
 
     matplotlib.use("Agg")
-    from ppl_hais.arviz import group
+    from ppl_hais.results.arviz import group
 
     f, _ = _funnel()
     with pytest.warns(ph.EvidenceWarning):  # key 19: its bridge warned, 0.05 low (oldest: high)
         ev = evidence(jax.random.key(19), _TargetModel(f, 10), initial="prior",
                       num_particles=256, max_gradients=6_000_000, progress_bar=False)  # fmt: skip
-    idata = ph.arviz.from_ais(ev.results, {"z": np.zeros((1, 4, 10))}, checks=ev.checks,
+    idata = arviz_out.from_ais(ev.results, {"z": np.zeros((1, 4, 10))}, checks=ev.checks,
                               bias=ev.bias, trajectory=ev.trajectory, evidence=ev)  # fmt: skip
     ss = group(idata, "sample_stats")
     assert list(ss["ladder_num_steps"].values) == [r.num_steps for r in ev.trajectory]
@@ -543,12 +544,12 @@ def test_the_trajectory_reaches_arviz_compare_and_the_plot():
     assert table.loc["ev", "excess"] == table.loc["idata", "excess"] == ev.excess
     assert np.isnan(table.loc["pair", "excess"])
     for source in (ev, idata):
-        ax = ph.plots.plot_convergence(source)
+        ax = ph.results.plots.plot_convergence(source)
         texts = [t.get_text() for t in ax.get_legend().texts]
         assert "a check failed (EvidenceWarning)" in texts
         assert "the estimate: forward and reverse bridged (stated interval)" in texts
     with pytest.raises(TypeError, match="convergence ladder"):
-        ph.plots.plot_convergence(object())
+        ph.results.plots.plot_convergence(object())
 
 
 def test_both_adapters_default_to_the_ladder_and_report_it():
@@ -560,7 +561,7 @@ def test_both_adapters_default_to_the_ladder_and_report_it():
 
     from ppl_hais.adapters import numpyro as phn
     from ppl_hais.adapters import pymc as php
-    from ppl_hais.arviz import group
+    from ppl_hais.results.arviz import group
 
     def model(y):
         mu = numpyro.sample("mu", dist.Normal(0, 1))
@@ -596,19 +597,19 @@ def test_an_se_widened_by_the_bias_check_reaches_the_field_pm_sample_smc_users_r
     """A last rung that passed with its reverse estimate 0.1 nat above: the answer's SE carries
     that gap (log Z may lie up to it above), so the per-chain field a ``pm.sample_smc`` user
     reads holds the answer's SE, not the chain's own smaller one (kept beside it)."""
-    from ppl_hais.evidence import Evidence
+    from ppl_hais.workflow.evidence import Evidence
 
     target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum(z**2), ph.Gaussian(jnp.zeros(2)))
     run = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=50, progress_bar=False)
     rung = Rung(250, run.log_z, run.log_z_se, (), 0.1, 10_000, 0.1, bias_gap_se=0.03)
     widened = math.hypot(run.log_z_se, 0.1)
     ev = Evidence([run], target, "prior", run.log_z, widened, (), {}, trajectory=(rung,))
-    ss = ph.arviz.group(ph.arviz.from_ais([run], {"z": np.zeros((1, 64, 2))}, evidence=ev,
+    ss = arviz_out.group(arviz_out.from_ais([run], {"z": np.zeros((1, 64, 2))}, evidence=ev,
                                           trajectory=ev.trajectory), "sample_stats")  # fmt: skip
     assert float(ss["log_marginal_likelihood_se"][0]) == widened == float(ss["log_evidence_se"])
     assert float(ss["chain_log_marginal_likelihood_se"][0]) == run.log_z_se < widened
     own = Evidence([run], target, "prior", run.log_z, run.log_z_se, (), {}, trajectory=(rung,))
-    ss = ph.arviz.group(ph.arviz.from_ais([run], {"z": np.zeros((1, 64, 2))}, evidence=own,
+    ss = arviz_out.group(arviz_out.from_ais([run], {"z": np.zeros((1, 64, 2))}, evidence=own,
                                           trajectory=own.trajectory), "sample_stats")  # fmt: skip
     assert "chain_log_marginal_likelihood" not in ss  # the chains' own answer: nothing moves
     assert float(ss["log_marginal_likelihood_se"][0]) == run.log_z_se

@@ -20,6 +20,7 @@ from numpyro.infer import MCMC, NUTS  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import numpyro as phn  # noqa: E402
+from ppl_hais.results import arviz as arviz_out  # noqa: E402
 from ppl_hais.workflow.runs import MAX_PARTICLES, MOST_SE, PRECISE_SE  # noqa: E402
 
 TOL = 4.0
@@ -352,14 +353,14 @@ def test_chains_and_arviz():
     assert idata.sample_stats["log_marginal_likelihood"].shape == (2,)
     az.summary(idata)
     az.loo(idata)
-    if ph.arviz.ARVIZ_1:
+    if arviz_out.ARVIZ_1:
         az.plot_trace_dist(idata)
         az.plot_dist(idata)
     else:
         az.plot_trace(idata)
         az.plot_posterior(idata)
     assert h.get_samples(group_by_chain=True)["mu"].shape == (2, 64, 2)
-    ev, se = ph.compare.evidence_of(idata)
+    ev, se = ph.workflow.compare.evidence_of(idata)
     assert ev == pytest.approx(h.log_evidence) and se == pytest.approx(h.log_evidence_se)
     with pytest.raises(AttributeError, match=r"hais\.to_arviz\(\)"):  # not a bare miss
         az.from_numpyro(h)
@@ -432,7 +433,7 @@ def test_evidences_over_different_data_are_refused():
     bridged = phn.bridge_sampling(mcmc, blr, jnp.asarray(X), y=jnp.asarray(y),
                                   progress_bar=False)  # fmt: skip
     assert bridged.observed_data == full.evidence.observed_data
-    assert ph.arviz.group(full.to_arviz(), "sample_stats").attrs["observed_size"] == 60
+    assert arviz_out.group(full.to_arviz(), "sample_stats").attrs["observed_size"] == 60
     table = ph.compare_evidence({"two": full.to_arviz(), "one": one, "nuts": bridged})
     assert len(table) == 3
 

@@ -40,7 +40,7 @@ def switchpoint(y):
 
 
 def phn_groups(idata):
-    from ppl_hais.arviz import group_names
+    from ppl_hais.results.arviz import group_names
 
     return group_names(idata)
 

@@ -13,7 +13,7 @@ from scipy.special import expit, log_expit  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import numpyro as phn  # noqa: E402
-from ppl_hais.exchange import GaussianEnvelope  # noqa: E402
+from ppl_hais.research.exchange import GaussianEnvelope  # noqa: E402
 
 
 def energy(x, th):  # linear and quadratic in x: E = a·x₁ + b·|x|² − 1

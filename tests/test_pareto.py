@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ppl_hais import diagnostics
+from ppl_hais.checks import diagnostics
 from ppl_hais.stats import weights
 from ppl_hais.stats.pareto import tail_length, tail_shape
 

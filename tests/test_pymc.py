@@ -25,7 +25,7 @@ def evidence(model, **kwargs):
     opts.update(kwargs)
     with model:
         idata = php.sample_hais(**opts)
-    return idata, *ph.compare.evidence_of(idata)
+    return idata, *ph.workflow.compare.evidence_of(idata)
 
 
 def check(est, se, exact):
@@ -586,7 +586,7 @@ def test_heavy_tails_get_the_tail_start_by_default():
                      - pm.logp(pm.Normal.dist(0.0, 1.0), z).sum())  # fmt: skip
     with model:
         idata = php.sample_hais(random_seed=3, progressbar=False)
-    est, se = ph.compare.evidence_of(idata)
+    est, se = ph.workflow.compare.evidence_of(idata)
     assert idata["sample_stats"].attrs["hais_initial"] == "laplace_t"
     assert not idata["sample_stats"].attrs.get("evidence_checks")
     check(est, se, 0.0)

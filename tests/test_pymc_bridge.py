@@ -8,7 +8,7 @@ from scipy import special, stats
 
 import ppl_hais as ph
 from ppl_hais.adapters import pymc as php
-from ppl_hais.arviz import group
+from ppl_hais.results.arviz import group
 
 rng = np.random.default_rng(5)
 Y = rng.normal(0.8, 1.0, size=15)

@@ -12,7 +12,7 @@ from scipy.special import expit, log_expit  # noqa: E402
 
 import ppl_hais as ph  # noqa: E402
 from ppl_hais.adapters import pymc as php  # noqa: E402
-from ppl_hais.exchange import GaussianEnvelope, UniformEnvelope  # noqa: E402
+from ppl_hais.research.exchange import GaussianEnvelope, UniformEnvelope  # noqa: E402
 
 
 def energy(x, p):  # one datum x of shape (1,): E = θ·x² − 1

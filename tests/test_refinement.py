@@ -8,7 +8,8 @@ import pytest
 import scipy.stats as st
 
 import ppl_hais as ph
-from ppl_hais.refinement import Bernoulli, DiagonalNormal, RefinementError
+from ppl_hais.research import sbn
+from ppl_hais.research.refinement import Bernoulli, DiagonalNormal, RefinementError
 
 SIGMA = 0.5  # x | z ~ N(z, σ²), z ~ N(0, 1): posterior N(x / (1 + σ²), σ² / (1 + σ²))
 
@@ -52,14 +53,14 @@ def test_refinement_lowers_kl_and_raises_ess_monotonically():
 
 def test_bernoulli_refinement_matches_enumerated_posterior_marginals():
     rng = np.random.default_rng(1)
-    net = ph.sbn.SBN(2 * rng.normal(size=(8, 5)), rng.normal(size=8), rng.normal(size=5))
+    net = sbn.SBN(2 * rng.normal(size=(8, 5)), rng.normal(size=8), rng.normal(size=5))
     x = np.asarray(net.sample(jax.random.key(0), 6))
     states = ((np.arange(32)[:, None] >> np.arange(5)) & 1).astype(float)
-    log_post = np.stack([np.asarray(ph.sbn.log_joint(net, states, xi)) for xi in x])
+    log_post = np.stack([np.asarray(sbn.log_joint(net, states, xi)) for xi in x])
     marginals = np.exp(log_post - log_post.max(1, keepdims=True))
     marginals = (marginals / marginals.sum(1, keepdims=True)) @ states
     prior = Bernoulli(jnp.full((6, 5), 0.5))
-    fit = ph.refine(jax.random.key(1), lambda h, x: ph.sbn.log_joint(net, h, x), prior, x,
+    fit = ph.refine(jax.random.key(1), lambda h, x: sbn.log_joint(net, h, x), prior, x,
                     num_iterations=60, num_samples=400, damping=0.2)  # fmt: skip
     # the fixed point of moment matching is the posterior's marginals (within the draws' noise)
     np.testing.assert_allclose(fit.q.probs, np.clip(marginals, 1e-3, 1 - 1e-3), atol=0.06)
@@ -81,10 +82,10 @@ def test_zero_effective_samples_is_an_error_naming_the_datum():
 
 def test_sbn_ais_matches_exact_enumeration():
     rng = np.random.default_rng(2)
-    net = ph.sbn.SBN(1.5 * rng.normal(size=(12, 10)), rng.normal(size=12), rng.normal(size=10))
+    net = sbn.SBN(1.5 * rng.normal(size=(12, 10)), rng.normal(size=12), rng.normal(size=10))
     x = np.asarray(net.sample(jax.random.key(3), 8))
-    exact = ph.sbn.log_marginal_exact(net, x)
-    est = ph.sbn.log_likelihood(jax.random.key(4), net, x, num_particles=200, num_steps=300)
+    exact = sbn.log_marginal_exact(net, x)
+    est = sbn.log_likelihood(jax.random.key(4), net, x, num_particles=200, num_steps=300)
     z = (est.per_datum - exact) / est.per_datum_se
     assert np.all(np.abs(z) < 4), z
     assert abs(est.mean - exact.mean()) < 4 * est.se + 1e-3
@@ -93,25 +94,25 @@ def test_sbn_ais_matches_exact_enumeration():
 
 def test_sbn_refined_start_beats_the_prior_and_training_learns():
     rng = np.random.default_rng(5)  # data from a teacher network with strong weights
-    teacher = ph.sbn.SBN(3 * rng.normal(size=(20, 8)), rng.normal(size=20), rng.normal(size=8))
+    teacher = sbn.SBN(3 * rng.normal(size=(20, 8)), rng.normal(size=20), rng.normal(size=8))
     x = np.asarray(teacher.sample(jax.random.key(6), 340))
-    net, rec, history = ph.sbn.fit(jax.random.key(0), x[:300], 8, num_epochs=40, batch_size=20,
+    net, rec, history = sbn.fit(jax.random.key(0), x[:300], 8, num_epochs=40, batch_size=20,
                                    learning_rate=0.03)  # fmt: skip
     assert history[-1] > history[0] + 0.3  # the training bound rises
     means = np.clip(x[:300].mean(0), 1e-3, 1 - 1e-3)  # independent pixels: what training starts at
     independent = np.mean(x[300:] @ np.log(means) + (1 - x[300:]) @ np.log1p(-means))
-    assert ph.sbn.log_marginal_exact(net, x[300:]).mean() > independent + 0.15
+    assert sbn.log_marginal_exact(net, x[300:]).mean() > independent + 0.15
     test = x[300:340]
     prior = Bernoulli(jnp.broadcast_to(jax.nn.sigmoid(net.hidden_bias), (40, 8)))
-    fit = ph.refine(jax.random.key(1), lambda h, x: ph.sbn.log_joint(net, h, x), prior, test,
+    fit = ph.refine(jax.random.key(1), lambda h, x: sbn.log_joint(net, h, x), prior, test,
                     num_iterations=20, num_samples=100, damping=0.3)  # fmt: skip
     with pytest.warns(ph.EvidenceWarning, match="data failed"):  # 10 draws: k̂ not estimable
-        before = ph.sbn.log_likelihood(jax.random.key(2), net, test, prior, num_particles=10,
+        before = sbn.log_likelihood(jax.random.key(2), net, test, prior, num_particles=10,
                                        num_steps=0)  # fmt: skip
     with pytest.warns(ph.EvidenceWarning, match="data failed"):
-        after = ph.sbn.log_likelihood(jax.random.key(2), net, test, fit.q, num_particles=10,
+        after = sbn.log_likelihood(jax.random.key(2), net, test, fit.q, num_particles=10,
                                       num_steps=0)  # fmt: skip
-    exact = ph.sbn.log_marginal_exact(net, test).mean()
+    exact = sbn.log_marginal_exact(net, test).mean()
     # importance-weighted bounds from 10 draws: the refined proposal's is tighter
     assert before.mean < after.mean <= exact + 0.05
     assert np.mean(after.details["ess"]) > np.mean(before.details["ess"])

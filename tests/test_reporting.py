@@ -10,6 +10,7 @@ import pytest
 
 import ppl_hais as ph
 from ppl_hais.model import validation as ex
+from ppl_hais.results import arviz as arviz_out
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +74,10 @@ def test_compare_reads_smc_style_idata():
     for c in range(2):
         for d in range(3):
             vals[c, d] = np.nan if d < 2 else -10.0 - 0.1 * c
-    idata = ph.arviz.assemble(
+    idata = arviz_out.assemble(
         {"sample_stats": xr.Dataset({"log_marginal_likelihood": (("chain", "draw"), vals)})}
     )
-    est, se = ph.compare.evidence_of(idata)
+    est, se = ph.workflow.compare.evidence_of(idata)
     assert est == pytest.approx(np.log(np.mean(np.exp([-10.0, -10.1]))))
     assert se > 0
 
@@ -89,10 +90,10 @@ def test_compare_reads_smc_idata_whose_chains_ran_different_numbers_of_stages():
     vals = np.empty(2, dtype=object)
     vals[0] = np.array([np.nan, -10.0])
     vals[1] = np.array([np.nan, np.nan, -10.1])
-    idata = ph.arviz.assemble(
+    idata = arviz_out.assemble(
         {"sample_stats": xr.Dataset({"log_marginal_likelihood": (("chain",), vals)})}
     )
-    est, _ = ph.compare.evidence_of(idata)
+    est, _ = ph.workflow.compare.evidence_of(idata)
     assert est == pytest.approx(np.log(np.mean(np.exp([-10.0, -10.1]))))
 
 
@@ -129,29 +130,29 @@ def test_plots(result):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ax = ph.plots.plot_weights(result)
+    ax = ph.results.plots.plot_weights(result)
     assert "ESS" in ax.get_title()
-    axes = ph.plots.plot_trace(result)
+    axes = ph.results.plots.plot_trace(result)
     assert axes.shape == (3,)
     idata = result.to_arviz(jax.random.key(0))  # the ArviZ output plots the same way
-    assert ph.plots.plot_weights(idata).get_title() == ax.get_title()
-    assert ph.plots.plot_trace(idata).shape == (3,)
+    assert ph.results.plots.plot_weights(idata).get_title() == ax.get_title()
+    assert ph.results.plots.plot_trace(idata).shape == (3,)
     with pytest.raises(TypeError, match="AISResult"):
-        ph.plots.plot_weights({"nonsense": 1})
-    ax = ph.plots.plot_convergence([300], {"HAIS": [result]}, truth=result.log_z)
+        ph.results.plots.plot_weights({"nonsense": 1})
+    ax = ph.results.plots.plot_convergence([300], {"HAIS": [result]}, truth=result.log_z)
     assert ax.get_xscale() == "log"
     labels = ax.get_legend_handles_labels()[1]
     assert "warned (EvidenceWarning)" not in labels  # the fixture's run passed its checks
     # a warned run with an infinite SE is ringed and marked, never drawn as a bare marker
     warned = dataclasses.replace(result, log_z_se=float("inf"), checks=("pareto_k: ...",))
-    ax = ph.plots.plot_convergence([300, 1000], {"HAIS": [result, warned]})
+    ax = ph.results.plots.plot_convergence([300, 1000], {"HAIS": [result, warned]})
     assert "warned (EvidenceWarning)" in ax.get_legend_handles_labels()[1]
     assert [t.get_text() for t in ax.texts] == ["SE = ∞"]
     plt.close("all")
 
 
 def test_pooled_error_bar_uses_the_larger_of_own_and_between_run_spread():
-    from ppl_hais.diagnostics import pool as _pool
+    from ppl_hais.checks.diagnostics import pool as _pool
 
     # runs that agree: the weights' SE stands (delta method: SE/√C for equal runs)
     est, var = _pool([-5.0, -5.0, -5.0, -5.0], [0.1, 0.1, 0.1, 0.1])

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
+from ppl_hais.checks.diagnostics import lag_correlation
 from ppl_hais.checks.ladder import FIRST_NUM_STEPS
-from ppl_hais.diagnostics import lag_correlation
 from ppl_hais.results.result import AISResult, AnnealingTrace
 from ppl_hais.workflow.runs import (
     MAX_PARTICLES,

@@ -16,7 +16,7 @@ from scipy.stats import multivariate_normal
 
 import ppl_hais as ph
 from ppl_hais.annealing import execution
-from ppl_hais.arviz import ARVIZ_1, group_names
+from ppl_hais.results.arviz import ARVIZ_1, group_names
 
 numpyro = pytest.importorskip("numpyro")
 pm = pytest.importorskip("pymc")
@@ -102,13 +102,13 @@ def test_pymc_output_keeps_constant_data_and_works_with_arviz():
     assert np.isfinite(float(loo["elpd"] if ARVIZ_1 else loo["elpd_loo"]))
     table = az.compare({"a": idata, "b": idata})
     assert sorted(table.index) == ["a", "b"] and np.allclose(table["elpd_diff"].astype(float), 0)
-    # the plots of ph.plots read the ArviZ output of either stack
+    # the plots of ph.results.plots read the ArviZ output of either stack
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    assert ph.plots.plot_trace(idata, chain=1).shape == (3,)
+    assert ph.results.plots.plot_trace(idata, chain=1).shape == (3,)
     plt.close("all")
 
 
@@ -161,7 +161,7 @@ def test_float64_is_scoped_to_the_call():
         # the start's own entry point too (its Laplace fit once ran in float32 when a
         # refactor moved the decorator off the start's chooser)
         import ppl_hais as ph
-        from ppl_hais.evidence import choose_initial
+        from ppl_hais.workflow.evidence import choose_initial
         class Model:
             dim, improper = 1, ()
             prior = ph.Gaussian(jnp.zeros(1), 1.0)
@@ -253,7 +253,7 @@ def test_pymc_notices_a_changed_unnamed_shared_value():
     for values in ([0.3, -0.5, 1.1], [5.3, 4.5, 6.1]):
         data.set_value(np.array(values))
         idata = php.sample_hais(**kw)
-        est, se = ph.compare.evidence_of(idata)
+        est, se = ph.workflow.compare.evidence_of(idata)
         exact = multivariate_normal(np.zeros(3), np.eye(3) + 4.0).logpdf(values)
         assert abs(est - exact) < TOL * se
         estimates.append(est)

@@ -11,8 +11,8 @@ import pytest
 from scipy import special, stats
 
 import ppl_hais as ph
-from ppl_hais.evidence import evidence
 from ppl_hais.model import tails
+from ppl_hais.workflow.evidence import evidence
 
 TOL = 4.0
 

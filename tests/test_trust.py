@@ -16,12 +16,12 @@ import pytest
 from scipy import special, stats
 
 import ppl_hais as ph
-from ppl_hais import diagnostics
 from ppl_hais.annealing import PilotOptions
-from ppl_hais.evidence import evidence
+from ppl_hais.checks import diagnostics
 from ppl_hais.starts import choose as starts
 from ppl_hais.starts import fits as fits_module
 from ppl_hais.stats import estimators
+from ppl_hais.workflow.evidence import evidence
 
 
 class Regression:
@@ -675,7 +675,7 @@ def test_a_failed_vi_fit_counts_its_draws_once_and_is_not_fitted_again(monkeypat
     batch of draws: ``VIError`` carries them, the call that tried the fit counts them beside
     the Laplace fit's gradients, and neither fit is made or counted again by the next call."""
     from ppl_hais.annealing.kernels import HAISOptions
-    from ppl_hais.vi import VIError, fit_vi
+    from ppl_hais.starts.vi import VIError, fit_vi
 
     fits = []
 

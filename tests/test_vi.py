@@ -13,9 +13,9 @@ import pytest
 from test_bias import _TargetModel
 
 import ppl_hais as ph
-from ppl_hais.evidence import evidence
 from ppl_hais.starts import choose as starts
-from ppl_hais.vi import VIError, fit_vi
+from ppl_hais.starts.vi import VIError, fit_vi
+from ppl_hais.workflow.evidence import evidence
 
 
 def _regression(n=40, dim=4, seed=0, noise=0.5, prior_sd=2.0):
@@ -189,6 +189,6 @@ def test_both_adapters_take_initial_vi():
         pm.Normal("y", mu, sigma, observed=np.asarray(y))
         idata = php.sample_hais(draws=64, num_steps=200, initial="student_t", random_seed=0,
                                 progressbar=False)  # fmt: skip
-    log_z, se = ph.compare.evidence_of(idata)
+    log_z, se = ph.workflow.compare.evidence_of(idata)
     assert idata.sample_stats.attrs.get("initial", "student_t") == "student_t"
     assert abs(log_z - ref.log_evidence) < 4 * math.hypot(se, ref.log_evidence_se) + 0.02

@@ -1,7 +1,7 @@
 """``BoundedEnergyDist`` and the ``Exchange`` MCMC kernel for NumPyro (translation only).
 
 The model's prior on θ comes from NumPyro (``initialize_model`` on the model with the bounded
-site blocked); the update is :func:`ppl_hais.exchange.exchange_step`.
+site blocked); the update is :func:`ppl_hais.research.exchange.exchange_step`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = ["BoundedEnergyDist", "Exchange", "ExchangeState"]
 class BoundedEnergyDist(dist.Distribution):
     """p(x | θ) = π(x) / (Z(θ)(1 + exp E(x; θ))) with an intractable Z(θ) ([Adams]).
 
-    ``envelope`` π: the envelopes of :mod:`ppl_hais.exchange`, or any NumPyro distribution
+    ``envelope`` π: the envelopes of :mod:`ppl_hais.research.exchange`, or any NumPyro distribution
     (its batch dimensions become event dimensions: one x is one draw of the whole envelope).
     Use with ``obs=`` — inside ``numpyro.plate`` (one datum per plate entry), or with data of
     shape (N,) + event shape — and sample θ with :class:`Exchange`. ``log_prob`` raises:
@@ -59,7 +59,8 @@ class BoundedEnergyDist(dist.Distribution):
         if not (hasattr(envelope, "sample") and hasattr(envelope, "log_prob")):
             raise TypeError(
                 "envelope must have sample(key, sample_shape) and log_prob(x): a NumPyro "
-                f"distribution or an envelope of ppl_hais.exchange, got {type(envelope).__name__}"
+                "distribution or an envelope of ppl_hais.research.exchange, got "
+                f"{type(envelope).__name__}"
             )
         self.model = BoundedEnergy(energy_fn, envelope)
         self.theta = theta
@@ -152,7 +153,7 @@ class Exchange(ModelKernel):
     >>> import jax, jax.numpy as jnp, numpyro, numpyro.distributions as dist
     >>> from numpyro.infer import MCMC
     >>> from ppl_hais.adapters import numpyro as phn
-    >>> from ppl_hais.exchange import GaussianEnvelope
+    >>> from ppl_hais.research.exchange import GaussianEnvelope
     >>> def model(x):
     ...     theta = numpyro.sample("theta", dist.Normal(0.0, 2.0))
     ...     energy = lambda xi, th: th * jnp.sum(xi**2) - 1.0

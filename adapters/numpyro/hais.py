@@ -43,10 +43,10 @@ class HAIS:
     num_particles : int
         Particles per chain (independent annealing runs).
     num_steps : int, optional
-        Temperatures N. Default ``None``: the convergence ladder (:mod:`ppl_hais.ladder`): 250,
-        then 4× as many while a check fails and ``max_gradients`` allows (the rungs:
-        ``evidence.trajectory``, :func:`~ppl_hais.plots.plot_convergence`). A number: one run
-        of N, its weights' failed checks cleared where its bias check agrees.
+        Temperatures N. Default ``None``: the convergence ladder (:mod:`ppl_hais.checks.ladder`):
+        250, then 4× as many while a check fails and ``max_gradients`` allows (the rungs:
+        ``evidence.trajectory``, :func:`~ppl_hais.results.plots.plot_convergence`). A number: one
+        run of N, its weights' failed checks cleared where its bias check agrees.
     num_chains : int
         Independent runs; their estimates are pooled and shown as ArviZ chains.
     schedule : str or array
@@ -325,9 +325,10 @@ class HAIS:
         if ev.cleared:
             both = " and the previous rung" * (len(ev.trajectory) > 1)
             print(f"  checks {', '.join(ev.cleared)} failed but were cleared, the SE carrying "
-                  "the doubt: " + ("the bridge of both directions is bounded within 0.2 nat or "
-                  "agrees with the previous rung's (ppl_hais.ladder.bridge_clears)" if ev.bridged
-                  else f"it agrees with the bias check{both} (ppl_hais.ladder.clears)"))
+                  "the doubt: " + ("the bridge of both directions is bounded within 0.2 nat "
+                  "or agrees with the previous rung's "
+                  "(ppl_hais.checks.ladder.bridge_clears)" if ev.bridged
+                  else f"it agrees with the bias check{both} (ppl_hais.checks.ladder.clears)"))
         for c, r in enumerate(self.results):
             print(
                 f"  chain {c}: {r.log_z:.4f} ± {r.log_z_se:.4f}, importance ESS {r.ess:.1f}, "

@@ -43,7 +43,8 @@ from ppl_hais.runtime.precision import float64
 
 class RefinedGuide(NamedTuple):
     """``params``: the guide's parameters with the local sites' loc/scale refined;
-    ``refinement``: the :class:`~ppl_hais.refinement.Refinement` (ESS and bound per step)."""
+    ``refinement``: the :class:`~ppl_hais.research.refinement.Refinement` (ESS and bound per
+    step)."""
 
     params: dict
     refinement: Any

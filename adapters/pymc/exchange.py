@@ -5,7 +5,7 @@ Example
 -------
 >>> import jax.numpy as jnp, numpy as np, pymc as pm
 >>> from ppl_hais.adapters import pymc as php
->>> from ppl_hais.exchange import GaussianEnvelope
+>>> from ppl_hais.research.exchange import GaussianEnvelope
 >>> with pm.Model():
 ...     theta = pm.Normal("theta", 0.0, 1.0)
 ...     idata = php.sample_exchange(
@@ -42,7 +42,7 @@ def _check(model, draws, tune, chains, data, envelope):
     if not (hasattr(envelope, "sample") and hasattr(envelope, "log_prob")):
         raise TypeError(
             "envelope must have sample(key, sample_shape) and log_prob(x) (an envelope of "
-            f"ppl_hais.exchange or a NumPyro distribution), got {type(envelope).__name__}"
+            f"ppl_hais.research.exchange or a NumPyro distribution), got {type(envelope).__name__}"
         )
     if data.ndim < 1 or data.shape[0] == 0:
         raise ValueError(f"observed must have a leading data axis with ≥ 1 datum, got {data.shape}")
@@ -79,7 +79,7 @@ def sample_exchange(
         ``energy_fn(x, params) -> scalar`` in JAX, for one datum x (the envelope's event
         shape); ``params`` maps each free variable's (and deterministic's) name to its value.
     envelope : distribution
-        π(x): an envelope of :mod:`ppl_hais.exchange` or a NumPyro distribution.
+        π(x): an envelope of :mod:`ppl_hais.research.exchange` or a NumPyro distribution.
     observed : array (N, ...)
         The data, one datum per row.
     draws, tune, chains, random_seed, model, progressbar
@@ -111,7 +111,7 @@ def sample_exchange(
         )
     names = [v.name for v in target._outputs]
 
-    def params_of(z):  # ph.exchange.sample passes a one-parameter θ as a scalar
+    def params_of(z):  # ph.research.exchange.sample passes a one-parameter θ as a scalar
         return dict(zip(names, target.constrain(jnp.atleast_1d(z)), strict=True))
 
     def log_prior(z):
@@ -127,7 +127,7 @@ def sample_exchange(
         x0 = start + rng.uniform(-0.5, 0.5, size=target.dim)
         if not np.isfinite(float(target.log_joint(jnp.asarray(x0)))):
             x0 = start
-        s, st = ph.exchange.sample(
+        s, st = ph.research.exchange.sample(
             keys[c], bounded, data, log_prior, x0, num_warmup=int(tune),
             num_samples=int(draws), scale=scale, max_proposals=int(max_proposals),
             approximate_sweeps=int(approximate_sweeps), progress_bar=bool(progressbar),

@@ -120,11 +120,11 @@ def sample_hais(
         particles by their weights.
     num_steps : int, optional
         Number of temperatures. Default ``None``: the convergence ladder
-        (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many while a trust check
+        (:mod:`ppl_hais.checks.ladder`): 250 temperatures, then 4× as many while a trust check
         fails and ``max_gradients`` allows; the rungs are in sample_stats (``ladder_*``, dim
-        ``rung``) and :func:`ppl_hais.plots.plot_convergence` draws them. A number: exactly
+        ``rung``) and :func:`ppl_hais.results.plots.plot_convergence` draws them. A number: exactly
         one run of that many, whose weights' failed checks are cleared where its bias check
-        agrees (:func:`ppl_hais.ladder.clears`).
+        agrees (:func:`ppl_hais.checks.ladder.clears`).
     chains : int, optional
         Independent runs (their evidence estimates are pooled by ``ph.compare_evidence``);
         default 1 (each chain is already ``draws`` independent annealing runs).
@@ -153,7 +153,7 @@ def sample_hais(
         posterior mode too and keeps the one whose weights degenerate less
         (:func:`ppl_hais.starts.choose_initial`; where the model's tails along the fit's axes
         are heavy, Student-t marginals with those tails, ``"laplace_t"``; on a hard path also
-        natural-gradient VI fits, :mod:`ppl_hais.vi`); ``"prior"`` needs proper priors;
+        natural-gradient VI fits, :mod:`ppl_hais.starts.vi`); ``"prior"`` needs proper priors;
         ``"vi"``/``"student_t"`` a Gaussian/Student-t fitted by natural-gradient VI; or a
         given Gaussian over the transformed coordinates. The estimate is of
         p(data | model) with the model's own prior whatever the start.

@@ -1,8 +1,8 @@
 """The evidence workflow's options, checked where they are given, before anything compiles.
 
 Both front ends (``phn.HAIS(...)``, ``php.sample_hais(...)``) and
-:func:`ppl_hais.evidence.evidence` call :func:`check`, so a bad value fails in the call that
-gave it, with the same message on every path, instead of inside a pilot run seconds later.
+:func:`ppl_hais.workflow.evidence.evidence` call :func:`check`, so a bad value fails in the call
+that gave it, with the same message on every path, instead of inside a pilot run seconds later.
 
 Example
 -------

@@ -58,7 +58,7 @@ def __getattr__(name):
     # :mod:`ppl_hais.workflow.model_bridge`; the old spelling still resolves, with a warning
     if name == "bridge_evidence":
         warnings.warn(
-            "ppl_hais.bridge.bridge_evidence moved to "
+            "ppl_hais.workflow.model_bridge.bridge_evidence moved to "
             "ppl_hais.workflow.model_bridge.bridge_evidence",
             DeprecationWarning,
             stacklevel=2,

@@ -10,3 +10,7 @@ Example
 >>> [sentence.split(":")[0] for sentence in failed]
 ['pareto_k']
 """
+
+from . import diagnostics, ladder
+
+__all__ = ["diagnostics", "ladder"]

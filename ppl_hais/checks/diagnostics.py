@@ -39,7 +39,7 @@ Failed checks are kept with the result and raised as :class:`EvidenceWarning` th
 Example
 -------
 >>> import numpy as np
->>> from ppl_hais import diagnostics
+>>> from ppl_hais.checks import diagnostics
 >>> rng = np.random.default_rng(0)
 >>> diagnostics.pareto_khat(rng.normal(size=1000)) < diagnostics.KHAT_WARN  # light tail
 True

@@ -6,9 +6,9 @@ surveys the path as for the fixed default's 1000). A rung whose checks fail (the
 bias check) is followed by one with ``GROWTH`` times the temperatures and a fresh key, unless its
 bridge ends the ladder (below), while the gradients spent and the next rung's predicted cost fit
 ``max_gradients`` (default: ``DEFAULT_BUDGET`` times the first rung's main run). Each rung is an
-independent run (compiling nothing new; one whose weights pass is topped up with particles to
-an SE of :func:`~ppl_hais.workflow.runs.precise_se`); the last is the estimate, every rung in the
-trajectory (:class:`Rung`, ``Evidence.trajectory``, :func:`ppl_hais.plots.plot_convergence`).
+independent run (compiling nothing new; one whose weights pass is topped up with particles to an SE
+of :func:`~ppl_hais.workflow.runs.precise_se`); the last is the estimate, every rung in
+``Evidence.trajectory`` (:class:`Rung`, :func:`ppl_hais.results.plots.plot_convergence`).
 
 **A different transition** (:func:`needs_local_steps`). After a rung of ``FIXED_NUM_STEPS``
 temperatures or more whose bias check found more than ``CLEAR_BOUND`` missing while its lag check
@@ -52,7 +52,7 @@ checks go to ``Rung.cleared``, and from ``FIXED_NUM_STEPS`` temperatures on the 
 
 Example
 -------
->>> from ppl_hais.ladder import Rung, next_num_steps, remaining_gap, shortfall
+>>> from ppl_hais.checks.ladder import Rung, next_num_steps, remaining_gap, shortfall
 >>> next_num_steps(1000)
 4000
 >>> rungs = (Rung(1000, -10.30, 0.02, ("lag",), float("nan"), 600_000, 0.2),
@@ -161,7 +161,7 @@ def settled(rung) -> bool:
     within its noise whose noise cannot rule out 0.1 nat is inconclusive and sends the ladder
     on: at 250 temperatures a banana passed its weights' checks 0.13 nat low (gap 0.06 ±
     0.04), a 30-D Student-t 0.21 low (gap 0.11 ± 0.08). A check whose reverse estimate lies
-    *below* beyond its noise (:func:`~ppl_hais.diagnostics.bias_below`) bounds nothing and is
+    *below* beyond its noise (:func:`~ppl_hais.checks.diagnostics.bias_below`) bounds nothing and is
     inconclusive too: on a non-centered horseshoe regression it was 284 nats under, and the
     rung 0.40 nat low."""
     if rung.checks:

@@ -18,7 +18,7 @@ and the gap shows the miss; where the MCMC misses it too (the 36-D product of St
 experts, whose experts have tails heavier than Cauchy's), the reverse estimate is as low as
 the forward one and the gap is about 0. So a large gap *raises* a warning that states the
 gap in nats; a small gap alone never clears one, but with the convergence ladder's next rung
-agreeing it can show the weights' checks to be false alarms (:func:`ppl_hais.ladder.clears`).
+agreeing it can show the weights' checks to be false alarms (:func:`ppl_hais.checks.ladder.clears`).
 
 The two directions' weights also give a third estimate, :func:`bennett`'s: the optimal bridge
 between the forward and the reverse paths (Bennett's acceptance ratio, Bennett 1976; Meng &
@@ -31,7 +31,7 @@ where the forward estimate was 1.9 low, tests/test_bias.py). The check reports i
 (``log_z_bennett``) and decides nothing by it: its draws come from MCMC, so how far it can be
 trusted is measured, not assumed (docs/bias_check.md, docs/trust_suite.md). The evidence
 workflow gives it as the estimate where the convergence ladder's last rung still fails a
-check, with the warning's figures restated about it (:func:`ppl_hais.ladder.bridge_figures`).
+check, with the warning's figures restated about it (:func:`ppl_hais.checks.ladder.bridge_figures`).
 
 Example
 -------
@@ -322,8 +322,8 @@ def check_bias(
 def _draws_failed(gap, gap_se, results) -> bool:
     """Whether the MCMC's draws were no posterior draws, so the check redraws them by the
     forward run's own transition: its reverse estimate far below the forward one
-    (:func:`~ppl_hais.diagnostics.bias_invalid`), or below beyond its noise
-    (:func:`~ppl_hais.diagnostics.bias_below`) where the forward weights passed every check
+    (:func:`~ppl_hais.checks.diagnostics.bias_invalid`), or below beyond its noise
+    (:func:`~ppl_hais.checks.diagnostics.bias_below`) where the forward weights passed every check
     and so cannot have lifted the forward estimate (where they failed, a reverse estimate
     below is the forward one's excess: the banana's dominant weights, 0.1–0.4 nat high). On
     centered eight schools (a funnel in the schools' scale) the MCMC's draws often sit away

@@ -7,7 +7,11 @@ models (:mod:`.likelihood`). Nothing below imports them.
 Example
 -------
 >>> import numpy as np, ppl_hais as ph
->>> rbm = ph.energy.RBM(np.zeros((3, 2)), np.zeros(3), np.zeros(2))  # 2^5 equal states
->>> bool(np.isclose(ph.energy.log_partition_exact(rbm), 5 * np.log(2)))
+>>> rbm = ph.research.energy.RBM(np.zeros((3, 2)), np.zeros(3), np.zeros(2))  # 2^5 equal states
+>>> bool(np.isclose(ph.research.energy.log_partition_exact(rbm), 5 * np.log(2)))
 True
 """
+
+from . import energy, exchange, refinement, sbn
+
+__all__ = ["energy", "exchange", "refinement", "sbn"]

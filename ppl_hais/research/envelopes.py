@@ -1,5 +1,5 @@
-"""Envelopes π(x) for bounded-energy models (:mod:`ppl_hais.exchange`): distributions that are
-easy to sample exactly and to evaluate, with NumPyro's ``sample(key, sample_shape)`` /
+"""Envelopes π(x) for bounded-energy models (:mod:`ppl_hais.research.exchange`): distributions that
+are easy to sample exactly and to evaluate, with NumPyro's ``sample(key, sample_shape)`` /
 ``log_prob(x)`` interface (so any NumPyro distribution can stand in for them).
 
 Example

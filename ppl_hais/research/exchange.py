@@ -16,7 +16,7 @@ here has a proposal budget and fails with :class:`RejectionBudgetError` when it 
 Example
 -------
 >>> import jax, jax.numpy as jnp, ppl_hais as ph
->>> envelope = ph.exchange.GaussianEnvelope(jnp.zeros(2))
+>>> envelope = ph.research.exchange.GaussianEnvelope(jnp.zeros(2))
 >>> model = ph.BoundedEnergy(lambda x, th: th * jnp.sum(x), envelope)
 >>> draws, used = model.sample(jax.random.key(0), 1.0, 100)
 >>> draws.shape
@@ -72,7 +72,7 @@ def budget_errors():
     Example
     -------
     >>> import jax, ppl_hais as ph
-    >>> with ph.exchange.budget_errors():   # around mcmc.run(...) or Predictive(...)(...)
+    >>> with ph.research.exchange.budget_errors():   # around mcmc.run(...) or Predictive(...)(...)
     ...     pass
     """
     try:

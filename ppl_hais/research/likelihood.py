@@ -128,7 +128,7 @@ def generative_log_likelihood(
     LogLikelihoodEstimate
         ``se`` = sqrt(Σ se_i²) / N (the runs are independent); ``details`` hold each
         datum's log weights, Pareto k̂ and ESS (failed checks warn, naming how many data
-        failed) and, with a refined start, the :class:`~ppl_hais.refinement.Refinement`.
+        failed) and, with a refined start, the :class:`~ppl_hais.research.refinement.Refinement`.
     """
     data = jnp.asarray(data)
     key_refine, rng_key = jax.random.split(rng_key)
@@ -198,7 +198,7 @@ _GAUSSIAN = jax.tree_util.tree_structure(Gaussian(np.zeros(1), np.ones(1)))
 
 def _starts(rng_key, log_likelihood, prior, data, initial, num_refinements, num_samples):
     """(loc, scale) rows of each datum's Gaussian start, or None for the prior; and the
-    :class:`~ppl_hais.refinement.Refinement` when one ran."""
+    :class:`~ppl_hais.research.refinement.Refinement` when one ran."""
     if isinstance(initial, DiagonalNormal):
         q = initial
     elif isinstance(initial, str) and initial == "prior":

@@ -23,7 +23,7 @@ Example
 ...     return (jax.scipy.stats.norm.logpdf(z, 0.0, 1.0)
 ...             + jax.scipy.stats.norm.logpdf(x, z, 0.5)).sum()
 >>> data = jnp.array([[1.0], [-2.0]])
->>> q0 = ph.refinement.DiagonalNormal(jnp.zeros((2, 1)), jnp.ones((2, 1)))
+>>> q0 = ph.research.refinement.DiagonalNormal(jnp.zeros((2, 1)), jnp.ones((2, 1)))
 >>> fit = ph.refine(jax.random.key(0), log_joint, q0, data, num_iterations=30,
 ...                 num_samples=200, damping=0.5)
 >>> [round(float(m), 1) for m in fit.q.loc[:, 0]]
@@ -139,7 +139,7 @@ def _stats(log_w, num_samples):
 def refine_traced(rng_key, log_joint, q, num_iterations, num_samples, damping, floor=0.0):
     """The refinement inside a trace, without checks: q's parameters (N, D), ``log_joint``
     (N, D) → (N,); returns ``(q, ess, bound, num_finite)``, each statistic (K + 1, N). What
-    :func:`refine` runs, and what a training step calls (:func:`ppl_hais.sbn.fit`)."""
+    :func:`refine` runs, and what a training step calls (:func:`ppl_hais.research.sbn.fit`)."""
 
     def step(q, key):
         draws, log_w, finite = _weigh(key, log_joint, q, num_samples)

@@ -1,6 +1,6 @@
 """Sigmoid belief networks (Neal 1992) with one hidden layer: the model, its exact likelihood by
 enumeration, AIS over its binary latents, and training by reweighted wake-sleep with or without
-adaptive importance refinement (Hjelm et al. 2016, the paper :mod:`ppl_hais.refinement`
+adaptive importance refinement (Hjelm et al. 2016, the paper :mod:`ppl_hais.research.refinement`
 implements).
 
     h_j ~ Bernoulli(σ(c_j)),   x_i | h ~ Bernoulli(σ(Σ_j W_ij h_j + b_i))
@@ -22,10 +22,10 @@ Example
 -------
 >>> import jax, numpy as np, ppl_hais as ph
 >>> rng = np.random.default_rng(0)
->>> net = ph.sbn.SBN(rng.normal(size=(6, 3)), rng.normal(size=6), rng.normal(size=3))
+>>> net = ph.research.sbn.SBN(rng.normal(size=(6, 3)), rng.normal(size=6), rng.normal(size=3))
 >>> x = np.asarray(net.sample(jax.random.key(1), 4))
->>> est = ph.sbn.log_likelihood(jax.random.key(2), net, x, num_particles=64, num_steps=100)
->>> exact = ph.sbn.log_marginal_exact(net, x)
+>>> est = ph.research.sbn.log_likelihood(jax.random.key(2), net, x, num_particles=64, num_steps=100)
+>>> exact = ph.research.sbn.log_marginal_exact(net, x)
 >>> bool(np.all(np.abs(est.per_datum - exact) < 5 * est.per_datum_se + 0.02))
 True
 """
@@ -179,7 +179,7 @@ def _ais_one(key, net, x, probs, betas, num_particles):
 @float64
 def log_likelihood(rng_key, net: SBN, data, q: Bernoulli | None = None, *,
                    num_particles: int = 100, num_steps: int = 1000):  # fmt: skip
-    """log p(x) of each datum by AIS from ``q`` (a :class:`~ppl_hais.refinement.Bernoulli`
+    """log p(x) of each datum by AIS from ``q`` (a :class:`~ppl_hais.research.refinement.Bernoulli`
     with one row per datum: a recognition network's :meth:`Recognition.proposal`, refined or
     not; default the prior) to the posterior, ``num_steps`` temperatures with one Gibbs sweep
     each (0: importance sampling from q).

@@ -9,6 +9,10 @@ Example
 ...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
 >>> result = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=50,
 ...                  progress_bar=False)
->>> "sample_stats" in ph.arviz.group_names(result.to_arviz())
+>>> "sample_stats" in ph.results.arviz.group_names(result.to_arviz())
 True
 """
+
+from . import arviz, plots
+
+__all__ = ["arviz", "plots"]

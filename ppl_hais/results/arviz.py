@@ -12,8 +12,8 @@ Example
 >>> result = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
 ...                  progress_bar=False)
 >>> draws = {"z": target.initial.sample(jax.random.key(1), (64,))[None]}  # (chain, draw, 2)
->>> idata = ph.arviz.from_ais([result], draws)
->>> sorted(ph.arviz.group_names(idata))[:2]
+>>> idata = ph.results.arviz.from_ais([result], draws)
+>>> sorted(ph.results.arviz.group_names(idata))[:2]
 ['posterior', 'sample_stats']
 """
 
@@ -154,11 +154,11 @@ def sample_stats_dataset(
     ``log_marginal_likelihood_reverse``, ``bias_gap``, ``bias_gap_se``,
     ``log_marginal_likelihood_bennett`` and its ``_se``; what to know of its draws in the
     ``bias_check_note`` attribute); ``trajectory``: the
-    convergence ladder's rungs (:class:`~ppl_hais.ladder.Rung`; ``ladder_*`` over dim
+    convergence ladder's rungs (:class:`~ppl_hais.checks.ladder.Rung`; ``ladder_*`` over dim
     ``rung``, the failed checks' names in the ``ladder_checks`` attribute, one line per rung,
     and the call's ``gradients`` as an attribute); ``evidence``: the call's
-    :class:`~ppl_hais.evidence.Evidence`, whose pooled estimate (the chains pooled, a cleared
-    rung's SE, or the bridge of a last rung that still failed) becomes the scalars
+    :class:`~ppl_hais.workflow.evidence.Evidence`, whose pooled estimate (the chains pooled, a
+    cleared rung's SE, or the bridge of a last rung that still failed) becomes the scalars
     ``log_evidence`` and ``log_evidence_se``, with its ``shortfall``, ``excess`` and
     ``bridged`` as attributes; ``evidence_warning`` is then the call's verdict on every chain,
     and where the answer is not the chains' own estimates, ``log_marginal_likelihood`` holds
@@ -272,7 +272,7 @@ def from_ais(
     ``observed_data``/``constant_data`` to arrays without sample dimensions. ``checks``: the
     pooled estimate's failed trust checks; ``initial``: where annealing started; ``bias``: its
     bias check (:mod:`ppl_hais.estimate.bias`); ``trajectory``: the convergence ladder's
-    rungs (:mod:`ppl_hais.ladder`); ``evidence``: the evidence workflow's result, whose
+    rungs (:mod:`ppl_hais.checks.ladder`); ``evidence``: the evidence workflow's result, whose
     pooled estimate becomes ``log_evidence``/``log_evidence_se`` (:func:`sample_stats_dataset`).
     Returns a DataTree on ArviZ >= 1, an InferenceData on ArviZ 0.x.
     """

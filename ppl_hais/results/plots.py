@@ -12,7 +12,7 @@ Example
 ...                             initial=ph.Gaussian(jnp.zeros(2), 2.0))
 >>> result = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
 ...                  progress_bar=False)
->>> ax = ph.plots.plot_weights(result)
+>>> ax = ph.results.plots.plot_weights(result)
 >>> type(ax).__name__
 'Axes'
 """
@@ -136,7 +136,7 @@ def plot_convergence(data, results_by_method=None, truth=None, ax=None, title=No
     failed ringed in red, the bias check's reverse estimate where it ran and, where the
     estimate is the bridge of the last rung's forward and reverse anneals
     (``Evidence.bridged``), the estimate with the interval its warning states (± 2 SE where it
-    was cleared: :func:`ppl_hais.ladder.bridge_clears`).
+    was cleared: :func:`ppl_hais.checks.ladder.bridge_clears`).
 
     ``plot_convergence(num_steps, results_by_method)``: one series per method;
     ``results_by_method`` maps a label to a list of AISResult (one per entry of ``num_steps``,

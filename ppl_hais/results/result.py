@@ -89,14 +89,14 @@ class AISResult:
         particles.
     lag : float
         Rank (Spearman) correlation between the final log weights and log f − log q at the
-        final particles (:func:`~ppl_hais.diagnostics.lag_correlation`): about 0 when the
+        final particles (:func:`~ppl_hais.checks.diagnostics.lag_correlation`): about 0 when the
         transitions kept up with the annealing, large when the particles lag the target
         (mass they never reached is then missing from the estimate); NaN when not measured.
     outside_initial : float
         Fraction of the final particles outside the initial distribution's central 95%
-        (:func:`~ppl_hais.diagnostics.outside_fraction`); the lag check applies from 0.1.
+        (:func:`~ppl_hais.checks.diagnostics.outside_fraction`); the lag check applies from 0.1.
     checks : tuple of str
-        The trust checks this estimate failed (see :mod:`ppl_hais.diagnostics`); each was
+        The trust checks this estimate failed (see :mod:`ppl_hais.checks.diagnostics`); each was
         raised as an :class:`~ppl_hais.EvidenceWarning`. Empty when all passed.
     log_z_upper : float
         With a reverse run (``bidirectional=True`` or :func:`ppl_hais.bdmc`): the reverse
@@ -161,7 +161,7 @@ class AISResult:
         ``reverse_log_weights``: a reverse run's weights (from the target back to the initial
         distribution); their −log mean exp estimates log Z from above. ``final_log_ratio``:
         log f − log q at the final particles, and ``outside``, the fraction of them outside
-        the initial distribution's bulk (:func:`~ppl_hais.diagnostics.outside_fraction`),
+        the initial distribution's bulk (:func:`~ppl_hais.checks.diagnostics.outside_fraction`),
         for the lag check. ``particle_nonfinite``: each particle's non-finite proposals (their
         sum replaces ``num_nonfinite``), which the nonfinite check weighs by the final weights.
         """

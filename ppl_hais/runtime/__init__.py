@@ -10,3 +10,7 @@ Example
 >>> did_you_mean("num_particle", ["num_particles", "num_steps"])
 " (did you mean 'num_particles'?)"
 """
+
+from . import compilation_cache
+
+__all__ = ["compilation_cache"]

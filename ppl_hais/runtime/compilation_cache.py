@@ -23,7 +23,8 @@ with and without it: docs/first_call.md.
 Example
 -------
 >>> import ppl_hais as ph
->>> ph.compilation_cache.cache_dir() is None or isinstance(ph.compilation_cache.cache_dir(), str)
+>>> from ppl_hais.runtime import compilation_cache
+>>> compilation_cache.cache_dir() is None or isinstance(compilation_cache.cache_dir(), str)
 True
 """
 

@@ -9,7 +9,15 @@ Example
 ['auto', 'laplace', 'laplace_t']
 """
 
+from . import vi
 from .choose import NAMES, choose_initial, laplace_t_target, laplace_target, prior_target, vi_target
 
-__all__ = ["NAMES", "choose_initial", "prior_target", "laplace_target", "laplace_t_target",
-           "vi_target"]
+__all__ = [
+    "vi",
+    "NAMES",
+    "choose_initial",
+    "prior_target",
+    "laplace_target",
+    "laplace_t_target",
+    "vi_target",
+]

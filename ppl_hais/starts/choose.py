@@ -7,7 +7,7 @@ is right at a tenth of the prior's gradients) and nothing else is fitted; otherw
 fit at the posterior mode is piloted too, and when
 neither reaches half the pilot's particles in importance ESS (a hard path: a funnel, heavy
 tails), a Gaussian and a Student-t fitted by natural-gradient variational inference
-(:mod:`ppl_hais.vi`) are piloted as well. The start whose pilot weights have the largest
+(:mod:`ppl_hais.starts.vi`) are piloted as well. The start whose pilot weights have the largest
 importance ESS wins, a fit only where it beats the prior's beyond its noise. Where the target's
 tails along the Laplace fit's axes read heavy, independent Student-t marginals with those tails
 (:mod:`ppl_hais.model.tails`) are piloted as well, and a start whose tails are too light for weights
@@ -255,7 +255,7 @@ def _survey(rng_key, target, kernel, num_steps, pilot_options, desc):
 
 def with_local_steps(rng_key, model, target, kernel_options, pilot_options, num_steps):
     """The transition of ``kernel_options`` with a step size per particle (``local_steps``;
-    the convergence ladder's switch, :func:`ppl_hais.ladder.needs_local_steps`), its pilot on
+    the convergence ladder's switch, :func:`ppl_hais.checks.ladder.needs_local_steps`), its pilot on
     ``target`` (the step sizes tuned for it) and the gradients that pilot spent."""
     options = kernel_options._replace(local_steps=True)
     kernel = transition(model, options)

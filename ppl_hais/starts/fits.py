@@ -1,6 +1,7 @@
 """The starts the evidence workflow builds from a model, each kept on the model object: the
 prior, the Laplace fit at the mode, independent Student-t marginals with the tails read along
-its axes (:mod:`ppl_hais.model.tails`), and natural-gradient variational fits (:mod:`ppl_hais.vi`).
+its axes (:mod:`ppl_hais.model.tails`), and natural-gradient variational fits
+(:mod:`ppl_hais.starts.vi`).
 :mod:`ppl_hais.starts` pilots them and chooses.
 
 Example
@@ -139,11 +140,11 @@ def _fit_start(model):
 
 
 def vi_target(model: ModelDensity, family: str = "gaussian") -> AnnealingTarget:
-    """Anneal from a natural-gradient variational fit (:func:`ppl_hais.vi.fit_vi`) →
+    """Anneal from a natural-gradient variational fit (:func:`ppl_hais.starts.vi.fit_vi`) →
     prior × likelihood: ``family="gaussian"`` (full rank up to 100 coordinates, diagonal
     above), widened as the Laplace start is (:func:`~ppl_hais.starts.laplace.inflation`), or
     ``"student_t"`` (ν = 3, fitted from the Gaussian fit), widened by 1.2. Raises
-    :class:`~ppl_hais.vi.VIError` when the fit's ELBO is not finite."""
+    :class:`~ppl_hais.starts.vi.VIError` when the fit's ELBO is not finite."""
 
     def build():
         log_joint = bound_method(model, "log_joint")

@@ -35,7 +35,7 @@ by plain reparameterization gradients with Adam, for comparison.
 Example
 -------
 >>> import jax, jax.numpy as jnp
->>> from ppl_hais.vi import fit_vi
+>>> from ppl_hais.starts.vi import fit_vi
 >>> prec = jnp.array([[2.0, 0.5], [0.5, 1.0]])
 >>> fit = fit_vi(jax.random.key(0), lambda z: -0.5 * (z - 1.0) @ prec @ (z - 1.0), jnp.zeros(2))
 >>> fit.converged, [round(float(m), 4) for m in fit.distribution.mean]

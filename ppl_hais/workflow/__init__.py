@@ -10,3 +10,7 @@ Example
 >>> list(table.index)
 ['a', 'b']
 """
+
+from . import compare, evidence
+
+__all__ = ["compare", "evidence"]

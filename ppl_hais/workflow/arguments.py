@@ -65,7 +65,7 @@ def check_call(hais_kwargs, evidence, **own) -> dict:
 def gradient_cap(max_gradients, ladder_on, target_se, num_chains, num_particles, num_leapfrog,
                  num_steps):  # fmt: skip
     """The call's gradient budget: the ladder's default where none is given
-    (:func:`ppl_hais.ladder.default_max_gradients`), refused when too small for one run of
+    (:func:`ppl_hais.checks.ladder.default_max_gradients`), refused when too small for one run of
     ``num_steps`` temperatures (unless ``target_se`` chooses the temperatures)."""
     if max_gradients is None and ladder_on:
         max_gradients = ladder.default_max_gradients(num_particles, num_chains, num_leapfrog)

@@ -121,7 +121,7 @@ def choose_num_steps(
     return StepsPlan(steps, float(predicted), float(se), probe_steps, spent)
 
 
-# -- the convergence ladder's gradient accounting (ppl_hais.evidence)
+# -- the convergence ladder's gradient accounting (ppl_hais.workflow.evidence)
 def main_gradients(results) -> int:
     """Model gradients of a run's chains (their particles × gradients per particle)."""
     return int(sum(r.settings["gradients_per_particle"] * r.num_particles for r in results))

@@ -74,7 +74,7 @@ def evidence_of(obj):
 def _estimate(obj):
     """(log evidence, standard error, warned, bias gap, shortfall, excess): ``warned`` is
     whether a trust check of that estimate failed; the gap is its bias check's, the shortfall
-    the convergence ladder's (:func:`ppl_hais.ladder.shortfall`) and the excess the fall
+    the convergence ladder's (:func:`ppl_hais.checks.ladder.shortfall`) and the excess the fall
     without its largest weights (:func:`ppl_hais.stats.estimators.excess`), NaN when none ran."""
     nan = float("nan")
     gap = float(getattr(obj, "bias_gap", nan))
@@ -167,7 +167,7 @@ def compare_evidence(
         model over this one), ``prob`` (posterior model probability), ``warning``, ``gap``
         (the bias check's reverse estimate minus the estimate, in nats; NaN where none ran:
         :mod:`ppl_hais.estimate.bias`), ``shortfall`` (nats the estimate may be too low by
-        its convergence ladder, :func:`ppl_hais.ladder.shortfall`; inf where that cannot be
+        its convergence ladder, :func:`ppl_hais.checks.ladder.shortfall`; inf where that cannot be
         sized, NaN where no ladder ran), ``excess`` (nats it may be too high: its fall
         without its two largest weights, :func:`ppl_hais.stats.estimators.excess`; NaN where
         unknown).

@@ -17,7 +17,7 @@ call, or a new model of the same structure over data of the same shapes, compile
 Example
 -------
 >>> import jax, jax.numpy as jnp, ppl_hais as ph
->>> from ppl_hais.evidence import evidence
+>>> from ppl_hais.workflow.evidence import evidence
 >>> class Model:  # y = 1 observed under N(z, 1), prior z ~ N(0, 1): evidence N(1; 0, 2)
 ...     dim, improper = 1, ()
 ...     prior = ph.Gaussian(jnp.zeros(1), 1.0)
@@ -90,7 +90,7 @@ class Evidence:
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
     budget: StepsPlan | None = None  # target_se=: the probes' SE and the temperatures chosen
     bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.estimate.bias)
-    trajectory: tuple[_ladder.Rung, ...] = ()  # the runs made (ppl_hais.ladder)
+    trajectory: tuple[_ladder.Rung, ...] = ()  # the runs made (ppl_hais.checks.ladder)
     gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
     max_gradients: float | None = None  # the budget they were spent under (None: unbounded)
     log_z_forward: float = float("nan")  # the last run's forward estimate, where log_z bridges
@@ -100,16 +100,16 @@ class Evidence:
     @property
     def bridged(self) -> bool:
         """Whether ``log_z`` bridges the last rung's forward and reverse anneals (a last rung
-        that still failed a check; :mod:`ppl_hais.ladder`), not ``log_z_forward``."""
+        that still failed a check; :mod:`ppl_hais.checks.ladder`), not ``log_z_forward``."""
         return bool(np.isfinite(self.log_z_forward))
 
     @property
     def shortfall(self) -> float:
         """Nats the estimate may be too low by what the ladder's trajectory shows (its last
-        moves, the bias check's gap; :func:`ppl_hais.ladder.shortfall`, about the bridge where
-        it is one: :func:`ppl_hais.ladder.bridge_figures`); NaN without a trajectory, 0 when
-        neither shows one, inf when it cannot be sized. Stated by the ``converged`` warning,
-        or inside the error bar of a call without one (``log_z_se`` at least half of it)."""
+        moves, the bias check's gap; :func:`ppl_hais.checks.ladder.shortfall`, about the bridge
+        where it is one: :func:`ppl_hais.checks.ladder.bridge_figures`); NaN without a trajectory, 0
+        when neither shows one, inf when it cannot be sized. Stated by the ``converged`` warning, or
+        inside the error bar of a call without one (``log_z_se`` at least half of it)."""
         if not self.trajectory:
             return float("nan")
         return _ladder.stated_shortfall(self.trajectory, self.log_z if self.bridged else None)
@@ -118,7 +118,7 @@ class Evidence:
     def excess(self) -> float:
         """Nats the estimate may be too high: the fall of the last rung's estimate without its
         largest weights (the largest over chains; :func:`ppl_hais.stats.estimators.excess`); for a
-        bridge, :func:`ppl_hais.ladder.bridge_figures`."""
+        bridge, :func:`ppl_hais.checks.ladder.bridge_figures`."""
         if self.bridged:
             return _ladder.bridge_figures(self.trajectory, self.log_z)[1]
         if self.trajectory:
@@ -128,7 +128,7 @@ class Evidence:
     @property
     def cleared(self) -> tuple[str, ...]:
         """The weights' checks the last rung failed but the joint decision accepted as false
-        alarms (:func:`ppl_hais.ladder.clears`); its SE then comes from the rungs' spread."""
+        alarms (:func:`ppl_hais.checks.ladder.clears`); its SE then comes from the rungs' spread."""
         return self.trajectory[-1].cleared if self.trajectory else ()
 
     @property
@@ -193,21 +193,22 @@ def evidence(
     every failed check of the pooled estimate.
 
     ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
-    (:mod:`ppl_hais.ladder`): 250 temperatures, then 4× as many with a fresh key while a
+    (:mod:`ppl_hais.checks.ladder`): 250 temperatures, then 4× as many with a fresh key while a
     check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
     ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.05 nat (0.025 at a
     first rung no check questions) anneals the particles that SE asks for and pools them
     (:mod:`ppl_hais.workflow.runs`); after a rung of 1000 or more whose bias check found over 0.1
     nat missing while its lag check failed, the rungs give each particle a step size of its
-    own (``local_steps``, unless the call sets it; :func:`ppl_hais.ladder.needs_local_steps`).
+    own (``local_steps``, unless the call sets it;
+    :func:`ppl_hais.checks.ladder.needs_local_steps`).
     A rung that still fails with its bias check run is given as the bridge of its forward and
     reverse anneals (``Evidence.bridged``, ``Evidence.log_z_forward``); it ends the ladder where
     the bridge needs no warning, else the last states the gap in nats (the ``converged`` check;
-    :func:`ppl_hais.ladder.ends`). A number means one run, no escalation.
+    :func:`ppl_hais.checks.ladder.ends`). A number means one run, no escalation.
 
     ``max_gradients``: every model gradient the call spends (pilots, Laplace fit, probes,
     rungs, bias checks) counts against it (``Evidence.gradients``); default
-    :func:`ppl_hais.ladder.default_max_gradients` for the ladder, unbounded otherwise. A
+    :func:`ppl_hais.checks.ladder.default_max_gradients` for the ladder, unbounded otherwise. A
     budget too small for one run is an error.
 
     ``target_se``: choose the number of temperatures for this standard error instead of
@@ -355,7 +356,7 @@ def _bias(rng_key, model, target, results, pilot, log_z, var, options, progress_
 def _bias_due(checks, last_rung: bool, later_rung: bool) -> bool:
     """Whether a rung gets the bias check: one whose checks pass, one after which the budget
     allows no other, and a later rung that fails only the weights' checks (with the previous
-    rung it may show them to be false alarms, :func:`ppl_hais.ladder.clears`)."""
+    rung it may show them to be false alarms, :func:`ppl_hais.checks.ladder.clears`)."""
     weight_only = bool(checks) and set(check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
     return not checks or last_rung or (later_rung and weight_only)
 

@@ -54,7 +54,7 @@ def bridge_evidence(
     from its unconstrained draws (chains, draws, D), warning as :func:`bridge_sampling` does.
 
     ``cross_check=True`` also runs the evidence workflow's forward anneal
-    (:func:`ppl_hais.evidence.evidence` with ``hais_kwargs``) and a reverse anneal of
+    (:func:`ppl_hais.workflow.evidence.evidence` with ``hais_kwargs``) and a reverse anneal of
     ``num_reverse`` of the draws (evenly spaced over the bridge half of every chain) over the
     forward run's schedule, and reports the three estimates side by side
     (:class:`CrossCheck`), warning where they disagree beyond their noise.

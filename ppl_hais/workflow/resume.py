@@ -4,14 +4,14 @@ climbing to it.
 
 What is kept is what the ladder's rules read: the rungs below the last (their estimates, checks,
 bias-check gaps), the last rung's temperatures, the per-particle step sizes the ladder switched
-to (:func:`ppl_hais.ladder.needs_local_steps`, with their pilot) and the cost of the last bias
-check (the reserve the next rung keeps for its own). The rungs a call resumes above are marked
+to (:func:`ppl_hais.checks.ladder.needs_local_steps`, with their pilot) and the cost of the last
+bias check (the reserve the next rung keeps for its own). The rungs a call resumes above are marked
 ``Rung.remembered``; their gradients and seconds are the earlier call's.
 
 Example
 -------
 >>> import numpy as np
->>> from ppl_hais.ladder import Rung
+>>> from ppl_hais.checks.ladder import Rung
 >>> from ppl_hais.workflow import memory, resume
 >>> memory.forget()
 >>> model = {"y": np.arange(3.0)}  # anything the memory can fingerprint: structure and arrays
@@ -35,7 +35,7 @@ from . import memory
 class Resume(NamedTuple):
     """A ladder's state where its call stopped."""
 
-    rungs: tuple  # ppl_hais.ladder.Rung, the rungs below the last
+    rungs: tuple  # ppl_hais.checks.ladder.Rung, the rungs below the last
     num_steps: int  # the last rung's temperatures: where the next call begins
     local: tuple | None  # (kernel options, kernel, pilot) with local step sizes, if switched to
     last_check: tuple | None  # ppl_hais.workflow.budget.Spent of the last bias check

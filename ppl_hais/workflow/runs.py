@@ -1,7 +1,8 @@
 """One rung's runs: the chains over one schedule, topped up with particles where their weights
 pass every check but their SE is above :func:`precise_se`.
 
-A rung of the convergence ladder (:mod:`ppl_hais.ladder`) anneals the chains once. Where their
+A rung of the convergence ladder (:mod:`ppl_hais.checks.ladder`) anneals the chains once. Where
+their
 weights pass every check while the pooled standard error exceeds :func:`precise_se`, the estimate
 is limited by particles, not by temperatures: more temperatures shrink a bias, not the particles'
 noise. :func:`topped_up` then anneals as many more particles over the same schedule, with fresh

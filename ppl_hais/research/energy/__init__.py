@@ -21,9 +21,9 @@ shape; the result is an :class:`~ppl_hais.AISResult` with the same checks and wa
 estimator.
 
 >>> import jax, numpy as np, ppl_hais as ph
->>> rbm = ph.energy.RBM(np.full((6, 3), 0.3), np.zeros(6), np.zeros(3))
->>> res = ph.energy.log_partition(jax.random.key(0), rbm, num_particles=200, num_steps=300)
->>> bool(abs(res.log_z - ph.energy.log_partition_exact(rbm)) < 4 * res.log_z_se)
+>>> rbm = ph.research.energy.RBM(np.full((6, 3), 0.3), np.zeros(6), np.zeros(3))
+>>> res = ph.research.energy.log_partition(jax.random.key(0), rbm, num_particles=200, num_steps=300)
+>>> bool(abs(res.log_z - ph.research.energy.log_partition_exact(rbm)) < 4 * res.log_z_se)
 True
 """
 

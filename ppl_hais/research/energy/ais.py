@@ -4,11 +4,11 @@ DBN lower bound of [SM08] §4.
 Example
 -------
 >>> import jax, numpy as np, ppl_hais as ph
->>> a = ph.energy.RBM(np.full((5, 2), 0.2), np.zeros(5), np.zeros(2))
->>> b = ph.energy.RBM(np.full((5, 2), 0.4), np.zeros(5), np.zeros(2))
->>> res = ph.energy.log_partition_ratio(jax.random.key(0), a, b, num_particles=200,
+>>> a = ph.research.energy.RBM(np.full((5, 2), 0.2), np.zeros(5), np.zeros(2))
+>>> b = ph.research.energy.RBM(np.full((5, 2), 0.4), np.zeros(5), np.zeros(2))
+>>> res = ph.research.energy.log_partition_ratio(jax.random.key(0), a, b, num_particles=200,
 ...                                     num_steps=300)
->>> exact = ph.energy.log_partition_exact(b) - ph.energy.log_partition_exact(a)
+>>> exact = ph.research.energy.log_partition_exact(b) - ph.research.energy.log_partition_exact(a)
 >>> bool(abs(res.log_z - exact) < 5 * res.log_z_se + 0.01)
 True
 """
@@ -168,7 +168,7 @@ def independent_draws(rng_key, bias, num):
 
 def _check_model(model, name):
     if not isinstance(model, RBM):
-        raise TypeError(f"{name} must be a ph.energy.RBM, got {type(model).__name__}")
+        raise TypeError(f"{name} must be a ph.research.energy.RBM, got {type(model).__name__}")
 
 
 @float64
@@ -233,7 +233,7 @@ def log_partition(
         base = RBM(np.zeros((model.num_visible, 0)), np.zeros(model.num_visible), np.zeros(0))
     _check_model(base, "base")
     if base.num_hidden:
-        raise ValueError("base must have no hidden units (e.g. ph.energy.base_rate(data))")
+        raise ValueError("base must have no hidden units (e.g. ph.research.energy.base_rate(data))")
     if base.num_visible != model.num_visible:
         raise ValueError(
             f"base has {base.num_visible} visible units, the model {model.num_visible}"
@@ -264,7 +264,7 @@ def _run(rng_key, model_a, model_b, log_z_a, num_particles, num_steps, schedule,
         num_particles=int(num_particles), num_steps=betas.size - 1, step_size="none",
         gradients_per_particle=0, matrix_products_per_temperature=2,
         remedy="more temperatures (num_steps), more particles, or a start closer to the model "
-        "(base=ph.energy.base_rate(training data))",
+        "(base=ph.research.energy.base_rate(training data))",
     )  # fmt: skip
     return make_result(lw, v, ess, log_z, betas, binned, log_z_a, settings,
                    time.perf_counter() - start)  # fmt: skip

@@ -4,8 +4,8 @@ with Gibbs sweeps, and fitting by minimum probability flow ([SD12] ch. 2–3) or
 Example
 -------
 >>> import numpy as np, ppl_hais as ph
->>> model = ph.energy.Ising(np.array([[0.0, 0.5], [0.5, 0.0]]), np.zeros(2))
->>> round(ph.energy.ising_log_partition_exact(model), 4)  # states {0,1}²: log(3 + e^½)
+>>> model = ph.research.energy.Ising(np.array([[0.0, 0.5], [0.5, 0.0]]), np.zeros(2))
+>>> round(ph.research.energy.ising_log_partition_exact(model), 4)  # states {0,1}²: log(3 + e^½)
 1.5366
 """
 
@@ -131,7 +131,7 @@ def ising_log_partition(
     :func:`log_partition`."""
     rng_key = fast_random.check_key(rng_key)
     if not isinstance(model, Ising):
-        raise TypeError(f"model must be a ph.energy.Ising, got {type(model).__name__}")
+        raise TypeError(f"model must be a ph.research.energy.Ising, got {type(model).__name__}")
     betas, binned, key_start, key_run = prepare_run(
         rng_key, num_particles, num_steps, schedule, num_bins
     )

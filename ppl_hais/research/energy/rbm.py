@@ -5,9 +5,9 @@ Example
 -------
 >>> import numpy as np, ppl_hais as ph
 >>> data = np.array([[1, 0, 1], [1, 1, 0], [0, 0, 1]])
->>> base = ph.energy.base_rate(data)  # independent units, exactly normalized
+>>> base = ph.research.energy.base_rate(data)  # independent units, exactly normalized
 >>> exact = float(np.sum(np.logaddexp(0.0, base.visible_bias)))  # Π_i (1 + e^{b_i})
->>> bool(np.isclose(ph.energy.log_partition_exact(base), exact))
+>>> bool(np.isclose(ph.research.energy.log_partition_exact(base), exact))
 True
 """
 
@@ -277,7 +277,7 @@ def fit_mpf_rbm(
     connectivity: minibatch gradient descent with momentum on :func:`mpf_objective` (plus
     ``weight_decay`` · ½ΣW²), gradients by autodiff. Same start and minibatches as
     :func:`fit_cd` (visible biases at the base rate, weights N(0, init_scale²)); one compiled
-    scan over epochs and minibatches. Measure the result with :func:`ppl_hais.energy.
+    scan over epochs and minibatches. Measure the result with :func:`ppl_hais.research.energy.
     log_partition` and :func:`mean_log_prob`, as for CD. ``natural_gradient=True``:
     as :func:`fit_cd`'s."""
 
