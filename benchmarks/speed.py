@@ -205,8 +205,8 @@ def over_dim(dims, warm_calls, out):
         "exact, and its log evidence is N(y; 0, X Xᵀ + σ² I). Each row is one D, in one "
         "process: the first call of `phn.HAIS(model).run(key, X, y)` with its defaults "
         '(512 particles, the ladder, `initial="auto"`), then '
-        f"{warm_calls} warm calls with new seeds (which remember the first call's start and "
-        "tuning). The *bare limit* is the warm calls' median gradients spent as one "
+        f"{warm_calls} warm calls with new seeds (compiled, each choosing its start and tuning "
+        "anew from its own key). The *bare limit* is the warm calls' median gradients spent as one "
         "`vmap(value_and_grad)` of the same density over 512 particles in a jitted "
         "`lax.scan` (warm): what those gradients cost with nothing around them.",
         "",

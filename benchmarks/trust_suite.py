@@ -36,23 +36,19 @@ suite's page, BlackJAX's rows beside ours:
     python benchmarks/trust_suite.py --models heldout --seeds 10 --first-seed 100
     python benchmarks/trust_suite.py --models ppl --seeds 10 --first-seed 200
 
-Every user's call on one model tunes from the same pilot (a fixed key, so a later call can
-reuse the tuning), and so does every seed of a row: a row's tuning is one draw of the pilot.
-``--pilots`` gives each seed's call a pilot key of its own (memory off), which measures a change
-to the tuning over many pilots, the way to compare two tunings:
+Every call tunes from its own key (no memory is shared), so a row measures the tuning over as
+many pilots as seeds; one model and adapter alone:
 
-    python benchmarks/trust_suite.py --pilots --seeds 16 --only "funnel 10-D" --adapters numpyro
+    python benchmarks/trust_suite.py --seeds 16 --only "funnel 10-D" --adapters numpyro
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import itertools
 import json
 import math
-import os
 import shlex
 import sys
 import time
@@ -581,29 +577,6 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False, num_ste
                 excess=ev.excess, cleared=list(ev.cleared), start=ev.initial)  # fmt: skip
 
 
-@contextlib.contextmanager
-def own_pilot(seed):
-    """With a seed: the call tunes anew (memory off) from a pilot key of its own, 9000 + seed.
-    Every user's call on one model shares one pilot (a fixed key, ppl_hais.workflow.memory),
-    so a row's tuning is one draw of the pilot; a change to the tuning is measured over many."""
-    if seed is None:
-        yield
-        return
-    import ppl_hais.workflow.evidence as workflow
-    from ppl_hais.mcmc.fast_random import host_key
-
-    fixed, env = workflow.pilot_key, os.environ.get("PPL_HAIS_REMEMBER")
-    workflow.pilot_key, os.environ["PPL_HAIS_REMEMBER"] = lambda: host_key(9000 + seed), "0"
-    try:
-        yield
-    finally:
-        workflow.pilot_key = fixed
-        if env is None:
-            del os.environ["PPL_HAIS_REMEMBER"]
-        else:
-            os.environ["PPL_HAIS_REMEMBER"] = env
-
-
 def report(args):
     rows, every = [], []
     models = MODEL_SETS[args.models]()
@@ -615,7 +588,7 @@ def report(args):
             continue
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             t0 = time.perf_counter()
-            with warnings.catch_warnings(), own_pilot(seed if args.pilots else None):
+            with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 r = default_call(case, adapter, seed, args.initial, args.local_steps,
                                  args.num_steps)  # fmt: skip
@@ -704,13 +677,8 @@ def write(args, rows):
         + ("local_steps=True, " if args.local_steps else "")
         + (f"num_steps={args.num_steps} (a fixed budget: one run, no ladder)"
            if args.num_steps else "the convergence ladder within the default `max_gradients`")
-        + (", bias_check='auto'); each seed's call tunes anew from a pilot key of its own "
-           "(`--pilots`: memory off, pilot key 9000 + seed), so a row measures the tuning over "
-           "many pilots rather than the one every user's call on the model shares"
-           if args.pilots else
-           ", bias_check='auto'); a row's seeds are calls in a row in one process, as a user's "
-           "repeated calls are: each after the first takes the start, its tuning and the rung "
-           "its ladder begins at from the first (ppl_hais.workflow.memory)")
+        + ", bias_check='auto'); a row's seeds are independent calls in one process, each "
+        "choosing its start and tuning from its own key (no memory shared)"
         + (f"; beside them, {peers}" if any(a in SMC_SETTINGS for a in args.adapters) else "")
     )
     lines = [
@@ -828,9 +796,6 @@ def main():
                    help="local_steps=True (per-particle step sizes; docs/local_steps.md)")
     p.add_argument("--num-steps", type=int, default=None,
                    help="a fixed number of temperatures (no ladder) instead of the default")
-    p.add_argument("--pilots", action="store_true",
-                   help="each call tunes anew from its own pilot key (memory off): measure a "
-                   "tuning change over many pilots, not the one fixed pilot")
     p.add_argument("--models", default="suite", choices=sorted(MODEL_SETS),
                    help="the suite's eight models, trust_heldout.py's eleven targets, or six "
                    "two-parameter models in each PPL's own distributions")

@@ -247,41 +247,40 @@ def test_escalating_can_clear_the_warning():
     assert abs(ev.log_z - exact) < 3 * ev.log_z_se + 0.05
 
 
-def test_a_second_call_begins_where_the_first_calls_ladder_stopped(monkeypatch):
-    """With the memory on (the adapters' default), a later call on the same model, data and
-    options begins at the rung where the first call's ladder stopped, the rungs below it the
-    first call's (marked remembered, read by the rules as a cold call's own); at that rung it
-    makes the run a call without the memory makes there, for fewer gradients. A call that
-    climbs further does not move where later calls begin; ``forget()`` starts from 250 again."""
-    from ppl_hais.workflow import memory
+def test_a_second_call_begins_where_the_first_calls_ladder_stopped():
+    """Given the same memory, a later call on the same model, data and options begins at the
+    rung where the first call's ladder stopped, the rungs below it the first call's (marked
+    remembered, read by the rules as a cold call's own); with the first call's key it makes
+    there the run the first call made, for fewer gradients. A call that climbs further does
+    not move where later calls begin; a fresh memory, or none, starts from 250 again."""
+    from ppl_hais.workflow.memory import Memory
 
     f, _ = _student()
     model = _TargetModel(f, 30)
 
-    def call(key):
+    def call(key, memory):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ph.EvidenceWarning)
             return evidence(jax.random.key(key), model, initial="prior", num_particles=128,
-                            progress_bar=False, remember=True)  # fmt: skip
+                            progress_bar=False, memory=memory)  # fmt: skip
 
-    memory.forget()
-    first = call(103)
+    memory = Memory()
+    first = call(103, memory)
     below, last = first.trajectory[:-1], first.trajectory[-1]
     assert len(below) >= 1 and not any(r.remembered for r in first.trajectory)
-    again = call(106)
+    assert not first.remembered and len(memory) == 2  # its tuning and where its ladder stopped
+    again = call(103, memory)
+    assert again.remembered
     assert again.trajectory[: len(below)] == tuple(r._replace(remembered=True) for r in below)
     resumed = again.trajectory[len(below)]
     assert resumed.num_steps == last.num_steps and not resumed.remembered
+    assert (resumed.log_z, resumed.bias_gap) == (last.log_z, last.bias_gap)  # the same run
     assert resumed.gradients < last.gradients  # no pilot and no rung below spent again
-    monkeypatch.setenv("PPL_HAIS_REMEMBER", "0")
-    cold = call(106)  # the same key climbing from 250: the same run at the same rung
-    monkeypatch.delenv("PPL_HAIS_REMEMBER")
-    at = [r for r in cold.trajectory if r.num_steps == last.num_steps]
-    # the same run and bias check; what the rules conclude reads the rungs below, which differ
-    assert at and (at[0].log_z, at[0].bias_gap) == (resumed.log_z, resumed.bias_gap)
-    memory.forget()
-    assert not call(106).trajectory[0].remembered
-    memory.forget()
+    other = call(106, memory)  # another key begins there too, with its own runs
+    assert other.trajectory[len(below)].num_steps == last.num_steps
+    assert other.trajectory[len(below)].log_z != last.log_z
+    assert not call(106, Memory()).trajectory[0].remembered
+    assert not any(r.remembered for r in call(106, None).trajectory)
 
 
 def test_a_fixed_num_steps_means_what_it_says():

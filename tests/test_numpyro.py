@@ -653,13 +653,13 @@ def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     assert hais.get_samples(jax.random.key(1), group_by_chain=True)["z"].shape == (2, 64, 10)
 
 
-def test_a_second_call_on_the_same_model_and_data_remembers_its_start_and_tuning(monkeypatch):
-    """The start's choice and its pilots draw from a fixed key, so they are a function of the
-    model, its data and the options: a second call (another seed, another number of particles)
-    takes them from memory and runs no pilot, and its estimate is the same, to the last digit,
-    as with the memory off. New data tune anew."""
+def test_a_hais_that_remembers_runs_no_second_pilot(monkeypatch):
+    """``HAIS(remember=True)`` keeps the start's choice and its pilots in the object's memory: a
+    second run on the same model and data (the same key, or another number of particles) takes
+    them and runs no pilot, and with the same key its estimate is the first one to the last
+    digit. New data tune anew. A HAIS that does not remember (the default), or a fresh one,
+    tunes from each run's own key, so runs with different keys are independent."""
     from ppl_hais.workflow import evidence as workflow
-    from ppl_hais.workflow import memory
 
     def model(X, y):
         w = numpyro.sample("w", dist.Normal(0, 1).expand([3]).to_event(1))
@@ -669,25 +669,28 @@ def test_a_second_call_on_the_same_model_and_data_remembers_its_start_and_tuning
     tuned = []
     choose = workflow.choose_initial_counted
     monkeypatch.setattr(workflow, "choose_initial_counted",
-                        lambda *a, **k: tuned.append(1) or choose(*a, **k))  # fmt: skip
+                        lambda *a, **k: tuned.append(a[0]) or choose(*a, **k))  # fmt: skip
     rng = np.random.default_rng(0)
     X = rng.normal(size=(100, 3))
     y = X @ np.array([1.0, -0.5, 0.2]) + 0.3 * rng.normal(size=100)
 
-    def call(key, y, **kwargs):
-        hais = phn.HAIS(model, progress_bar=False, **kwargs)
+    def call(hais, key, y):
         hais.run(jax.random.key(key), X, y)
         return hais.evidence
 
-    memory.forget()
-    first = call(0, y)
-    assert not first.remembered and len(tuned) == 1
-    again, more = call(0, y), call(1, y, num_particles=256)
-    assert again.remembered and more.remembered and len(tuned) == 1  # no pilot ran
+    hais = phn.HAIS(model, remember=True, progress_bar=False)
+    first = call(hais, 0, y)
+    assert not first.remembered and len(tuned) == 1 and len(hais.memory) == 2
+    again = call(hais, 0, y)
+    more = call(phn.HAIS(model, remember=True, num_particles=256, progress_bar=False), 1, y)
+    assert again.remembered and not more.remembered and len(tuned) == 2  # a fresh one tunes
     assert again.log_z == first.log_z and again.log_z_se == first.log_z_se
-    assert more.initial == first.initial and more.log_z != first.log_z
-    monkeypatch.setenv("PPL_HAIS_REMEMBER", "0")
-    off = call(0, y)
-    assert not off.remembered and len(tuned) == 2 and off.log_z == first.log_z
-    monkeypatch.delenv("PPL_HAIS_REMEMBER")
-    assert not call(0, y + 0.1).remembered and len(tuned) == 3  # new data: tuned anew
+    assert not call(hais, 0, y + 0.1).remembered and len(tuned) == 3  # new data: tuned anew
+    plain = phn.HAIS(model, progress_bar=False)
+    assert plain.memory is None
+    off = call(plain, 0, y)
+    assert not off.remembered and len(tuned) == 4 and off.log_z == first.log_z
+    call(plain, 1, y)
+    assert len(tuned) == 5 and not jnp.array_equal(jax.random.key_data(tuned[-1]),
+                                                   jax.random.key_data(tuned[-2]))  # fmt: skip
+

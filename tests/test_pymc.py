@@ -350,6 +350,27 @@ def test_repeat_calls_reuse_compilation_and_follow_set_data():
     assert cached_target(model) is not target
 
 
+def test_the_adapter_writes_nothing_onto_the_model_and_keeps_it_no_longer_than_the_user():
+    """What a call builds once per model (its graphs, its compiled target) is kept beside the
+    model, not on it, and goes with it: a model the user drops is freed, cache and all."""
+    import gc
+    import weakref
+
+    from ppl_hais.adapters.pymc import target as adapter
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=np.array([0.1, 0.3]))
+    before = set(vars(model))
+    evidence(model)
+    assert cached_target(model) is cached_target(model) and model in adapter._TARGETS
+    assert set(vars(model)) == before  # no attribute of ours
+    alive, kept = weakref.ref(model), len(adapter._TARGETS)
+    del model, mu
+    gc.collect()
+    assert alive() is None and len(adapter._TARGETS) == kept - 1  # its entry went with it
+
+
 def test_a_model_over_the_same_or_other_data_reuses_the_compiled_programs():
     """A notebook re-runs the cell that builds the model, or builds it over other observed
     values of the same shape: the target equals the first one (its log

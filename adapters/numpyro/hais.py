@@ -29,6 +29,7 @@ from ppl_hais.results.arviz import from_ais
 from ppl_hais.runtime.names import suggest_keywords
 from ppl_hais.runtime.precision import float64
 from ppl_hais.workflow.evidence import evidence
+from ppl_hais.workflow.memory import Memory
 
 from .target import NumPyroTarget, constrain_batch, guide_initial, refuse_foreign_model
 
@@ -92,6 +93,12 @@ class HAIS:
         None lets the convergence ladder switch it on after a rung whose bias and lag checks
         failed, a funnel's neck; True or False, always or never). A pilot
         tunes the step size for the transition the run uses.
+    remember : bool
+        Keep each run's start, its tuning and where its ladder stopped in this object's
+        ``memory`` (a :class:`ppl_hais.workflow.memory.Memory`), so a later ``run`` on the same
+        model and data runs no pilot and begins at that rung. Runs that remember share one
+        pilot's luck; by default (False) every run tunes from its own key, and runs with
+        different keys are independent. ``hais.memory.clear()`` forgets.
     progress_bar : bool
         A tqdm bar per phase (pilot, each rung, the bias check).
 
@@ -127,6 +134,7 @@ class HAIS:
         flips="standard",
         lookahead=1,
         local_steps=None,
+        remember=False,
         progress_bar=True,
     ):
         refuse_foreign_model(model)
@@ -153,6 +161,7 @@ class HAIS:
         self.kernel_options = dict(num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead,
                                    local_steps=local_steps)  # fmt: skip
         self.progress_bar = progress_bar
+        self.memory = Memory() if remember else None
         self.evidence = self._samples = None
 
     # az.from_numpyro reads num_samples (ArviZ 0.x) or sample_dims (1.x): the error says why not
@@ -214,7 +223,7 @@ class HAIS:
                 max_gradients=self.max_gradients,
                 bias_check=self.bias_check,
                 progress_bar=self.progress_bar,
-                remember=True,
+                memory=self.memory,
                 **self.kernel_options,
             )
         self._nt = nt

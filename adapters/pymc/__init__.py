@@ -18,6 +18,8 @@ probability (:mod:`ppl_hais.adapters.pymc.rewrites`), and annealed by the ppl_ha
 """
 
 
+from ppl_hais.workflow.memory import Memory
+
 from .bridge import bridge_sampling
 from .calibration import calibrate_bayes_factors
 from .exchange import sample_exchange
@@ -32,4 +34,5 @@ __all__ = [
     "sample_reduced_flip_hmc",
     "sample_exchange",
     "PyMCTarget",
+    "Memory",
 ]

@@ -132,7 +132,7 @@ def _fitter(model, hais_kwargs):
 
     def fit(key, data):
         run = lambda: evidence(key, target.with_data(data), progress_bar=False,  # noqa: E731
-                               remember=True, **hais_kwargs)  # fmt: skip
+                               **hais_kwargs)  # fmt: skip
         return evidence_record(run)
 
     return fit

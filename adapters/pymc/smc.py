@@ -34,6 +34,7 @@ from ppl_hais.results.arviz import from_ais
 from ppl_hais.runtime.names import did_you_mean
 from ppl_hais.runtime.precision import float64
 from ppl_hais.workflow.evidence import evidence
+from ppl_hais.workflow.memory import Memory
 
 from .bridge import shift_intercepts
 from .target import cached_target, is_bambi, pymc_model
@@ -109,6 +110,7 @@ def sample_hais(
     flips: str = "standard",
     lookahead: int = 1,
     local_steps: bool | None = None,
+    memory: Memory | None = None,
     **smc_kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
@@ -189,6 +191,12 @@ def sample_hais(
         Must be True (ArviZ output only).
     idata_kwargs : dict, optional
         ``{"log_likelihood": True}`` adds the pointwise log likelihood (for ``az.loo``).
+    memory : ppl_hais.adapters.pymc.Memory, optional
+        Keep the start, its tuning and where the ladder stopped for the next call given the
+        same memory on the same model and data, which runs no pilot and begins at that rung
+        (``memory = php.Memory()``, then ``memory=memory`` in each call). Calls that share a
+        memory share one pilot's luck; without one (default) every call tunes from its own
+        seed and calls with different seeds are independent.
 
     Returns
     -------
@@ -246,7 +254,7 @@ def sample_hais(
             flips=flips,
             lookahead=lookahead,
             local_steps=local_steps,
-            remember=True,
+            memory=memory,
         )
     results = ev.results
     idx = ev.resample(key_draws, num_draws=int(draws))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import weakref
 from functools import cached_property
 
 import jax
@@ -48,7 +49,7 @@ class PyMCTarget(SplitDensity):
     """A PyMC model as flat log prior / log likelihood over its transformed value variables."""
 
     def __init__(self, model, needs_likelihood=True):
-        self.model = model
+        self._model = model
         self._check(needs_likelihood)
         point = model.initial_point()
         self.value_vars = list(model.value_vars)
@@ -121,6 +122,16 @@ class PyMCTarget(SplitDensity):
                                  f"{new.shape}")  # fmt: skip
             data.append(new)
         return _with_data(self, tuple(data))
+
+    @property
+    def model(self):
+        """The PyMC model. A target from the adapter's cache holds it weakly (the cache entry
+        goes with the model), so it is an error to use one after its model was freed."""
+        model = self._model() if isinstance(self._model, weakref.ref) else self._model
+        if model is None:
+            raise RuntimeError("the PyMC model of this target was freed: build the target "
+                               "again from a live model")  # fmt: skip
+        return model
 
     def _check(self, needs_likelihood=True):
         m = self.model
@@ -277,6 +288,13 @@ jax.tree_util.register_pytree_node(PyMCTarget, lambda t: (t._data, t), lambda t,
     t, tuple(d)))
 
 
+# What is built once per model, kept beside it rather than written onto it: entries go with
+# their model (weak keys); neither holds the model strongly. They change no result, only what a
+# second call on the same model compiles.
+_GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its log densities
+_TARGETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its PyMCTarget
+
+
 def _fingerprint(model):
     """What the compiled target depends on: the variables and the current values of every
     shared variable in the model's graph, named (``pm.Data``) or not (``pytensor.shared``);
@@ -303,7 +321,7 @@ def _graphs(model):
     constant in the finished graph would also replace every equal constant PyTensor merged
     with it (a model's ``0.0 * x`` folded to zeros, over zeros as data)."""
     names = tuple(model.named_vars)
-    hit = getattr(model, "_ppl_hais_graphs", None)
+    hit = _GRAPHS.get(model)
     if hit is None or hit[0] != names:
         observed = list(model.observed_RVs)
         values = [model.rvs_to_values[rv] for rv in observed]
@@ -321,7 +339,7 @@ def _graphs(model):
             if isinstance(var, SharedVariable)
             and not isinstance(var.get_value(borrow=True), np.random.Generator)
         ]
-        model._ppl_hais_graphs = hit = (names, outputs, found, inputs)
+        _GRAPHS[model] = hit = (names, outputs, found, inputs)
     return hit
 
 
@@ -353,11 +371,12 @@ def cached_target(model) -> PyMCTarget:
     """One PyMCTarget per model (and data): a second call on the same model reuses the compiled
     JAX graphs and the annealer's compiled scans instead of compiling them again."""
     key = _fingerprint(model)
-    hit = getattr(model, "_ppl_hais_target", None)  # kept on the model: freed with it
+    hit = _TARGETS.get(model)
     if hit is not None and hit[0] == key:
         return hit[1]
     target = PyMCTarget(model)
-    model._ppl_hais_target = (key, target)
+    target._model = weakref.ref(model)  # the entry must not keep its own key alive
+    _TARGETS[model] = (key, target)
     return target
 
 

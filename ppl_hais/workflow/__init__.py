@@ -11,6 +11,6 @@ Example
 ['a', 'b']
 """
 
-from . import compare, evidence
+from . import compare, evidence, memory
 
-__all__ = ["compare", "evidence"]
+__all__ = ["compare", "evidence", "memory"]

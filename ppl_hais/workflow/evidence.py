@@ -71,7 +71,7 @@ from .budget import (
     main_gradients,
     next_fits,
 )
-from .memory import pilot_key, recall
+from .memory import Memory
 from .resume import Resume, keep, resumed
 from .runs import chains, check_names, cleared, largest, pooled_checks, record, topped_up
 
@@ -94,7 +94,7 @@ class Evidence:
     gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
     max_gradients: float | None = None  # the budget they were spent under (None: unbounded)
     log_z_forward: float = float("nan")  # the last run's forward estimate, where log_z bridges
-    remembered: bool = False  # start and tuning from an earlier call (ppl_hais.workflow.memory)
+    remembered: bool = False  # start and tuning from an earlier call's (workflow.memory.Memory)
     observed_data: ObservedData | None = None  # what it conditions on (ppl_hais.model.observed)
 
     @property
@@ -181,7 +181,7 @@ def evidence(
     max_gradients: float | None = None,
     progress_bar: bool = True,
     bias_check="auto",
-    remember: bool = False,
+    memory: Memory | None = None,
     **hais_kwargs,
 ) -> Evidence:
     """The log evidence of a model by HAIS, checked, over ``num_chains`` independent runs.
@@ -227,12 +227,12 @@ def evidence(
     call without a warning carries half its ``shortfall`` (what its trajectory says may be
     missing) in its SE beside the noise, so that its ±2 SE reaches it beyond the noise.
 
-    ``remember`` (the adapters' default): the start's pilots draw from a fixed key, so the
-    start and its tuning are a function of the model, its data and the options, kept for the
-    next call on the same model and data, which runs no pilot (:mod:`ppl_hais.workflow.memory`;
-    ``Evidence.remembered``); on the ladder, that call begins at the rung where the first call's
-    stopped, the rungs below it the first call's (``Rung.remembered``,
-    :mod:`ppl_hais.workflow.resume`).
+    ``memory``: a :class:`~ppl_hais.workflow.memory.Memory` that keeps the start and its tuning
+    (the pilots draw from the call's key) for the next call given it on the same model, data and
+    options, which runs no pilot (``Evidence.remembered``); on the ladder, that call begins at
+    the rung where the first call's stopped, the rungs below it the first call's
+    (``Rung.remembered``, :mod:`ppl_hais.workflow.resume`). None (default): the call tunes from
+    its own key and keeps nothing, so calls with different keys are independent.
     """
     hais_kwargs = check_call(hais_kwargs, evidence, num_particles=num_particles,
         num_chains=num_chains, num_steps=num_steps, target_se=target_se,
@@ -247,9 +247,8 @@ def evidence(
                                  options.kernel.num_leapfrog, first)  # fmt: skip
     start = time.perf_counter()
     key_pilot, key_chains = host_split(rng_key)
-    key_pilot = pilot_key() if remember else key_pilot
     name, target, pilot, choice, spent, remembered = _tuned(
-        key_pilot, model, initial, surveyed, options, progress_bar, remember)  # fmt: skip
+        key_pilot, model, initial, surveyed, options, progress_bar, memory)  # fmt: skip
     budget, key_chains = _probed(key_chains, target, pilot, target_se, kernel, options.pilot,
         num_particles=num_particles, num_chains=num_chains, max_num_steps=max_num_steps,
         max_gradients=None if max_gradients is None else max_gradients - spent)  # fmt: skip
@@ -257,9 +256,9 @@ def evidence(
         first, spent = budget.num_steps, spent + budget.probe_gradients
     own_reverse = options.run.bidirectional or options.run.reverse_from is not None
     checking = bool(bias_check) and not own_reverse and not discrete(model)
-    kept = model if remember and ladder and isinstance(initial, str) else None  # resumed ladder
+    kept = model if ladder and isinstance(initial, str) else None  # a ladder the memory resumes
     kept_key = (initial, surveyed, options, num_particles, num_chains, bias_check, max_gradients)
-    begun = resumed(kept, kept_key) or Resume((), first, None, None)
+    begun = resumed(memory, kept, kept_key) or Resume((), first, None, None)
     trajectory, steps, local, last_check = list(begun.rungs), *begun[1:]
     if local is not None:
         options, kernel, pilot = options._replace(kernel=local[0]), *local[1:]
@@ -304,7 +303,7 @@ def evidence(
             if not next_fits(spent, last_check, **fits):
                 break
         steps = _ladder.next_num_steps(steps)
-    keep(kept, kept_key, trajectory, local, last_check)
+    keep(memory, kept, kept_key, trajectory, local, last_check)
     forward, log_z, var, checks = _answer(trajectory, log_z, var, checks, ladder, max_gradients)
     out = Evidence(results, target, name, float(log_z), float(np.sqrt(var)), checks, choice,
                    budget, bias, tuple(trajectory), int(spent), max_gradients, forward,
@@ -315,21 +314,20 @@ def evidence(
     return out
 
 
-def _tuned(key_pilot, model, initial, surveyed, options, progress_bar, remember):
+def _tuned(key_pilot, model, initial, surveyed, options, progress_bar, memory):
     """The start's choice and its pilots (:func:`~ppl_hais.starts.choose.choose_initial_counted`)
-    with the gradients they spent, and whether they came from memory (``remember``: from an
-    earlier call on the same model, data and options, spending none;
-    :mod:`ppl_hais.workflow.memory`)."""
+    with the gradients they spent, and whether they came from ``memory`` (an earlier call's on
+    the same model, data and options, spending none)."""
 
     def tune():
         with progress.shown(progress_bar):  # the pilots and the Laplace fit show bars too
             return choose_initial_counted(key_pilot, model, initial, num_steps=surveyed,
                 kernel_options=options.kernel, pilot_options=options.pilot)  # fmt: skip
 
-    if not remember:
+    if memory is None:
         return *tune(), False
     kept = model if isinstance(initial, str) else None  # a user's distribution: not kept
-    (name, target, pilot, choice, spent), remembered = recall(
+    (name, target, pilot, choice, spent), remembered = memory.recall(
         kept, (initial, surveyed, options.kernel, options.pilot), tune)  # fmt: skip
     return name, target, pilot, choice, 0 if remembered else spent, remembered
 

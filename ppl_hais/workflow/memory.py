@@ -1,74 +1,56 @@
-"""What a call learns before its first run, remembered for the next call on the same model.
+"""What a call learns before its first run, kept for the next call on the same model: a
+:class:`Memory` the user holds.
 
 Before any chain runs, a call chooses its start and tunes the transition for it: the pilots of
 the candidate starts (:func:`ppl_hais.starts.choose.choose_initial_counted`), the Laplace or
-variational fit where one is raced. Their random numbers come from :func:`pilot_key`, not from
-the call's key, so what they return is a function of the model, its data and the call's
-options alone. A second call on the same model structure and data (a new seed, another
-``max_gradients``, another number of particles or chains) then takes it from here instead of
-running it again: the same start, the same frozen step sizes and scale, so, rung for rung,
-the same estimates to the last digit as without the memory (where ``max_gradients`` binds, a
-remembered call, which spends nothing on its tuning, has that much more room for the
-ladder). Nothing about the estimate's honesty changes: the tuning is still a pilot independent
-of the main run's random numbers, frozen before it starts (Ẑ unbiased), and every check still
-runs on what the main run gives.
+variational fit where one is raced. Their random numbers come from the call's own key. A call
+given a :class:`Memory` keeps what they returned there, and a later call given the same memory
+on the same model structure and data (a new seed, another ``max_gradients``, another number of
+particles or chains) takes it instead of tuning again: the same start, the same frozen step
+sizes and scale, so the later call's estimate is the one a call with the first call's pilot
+would give (where ``max_gradients`` binds, a remembered call, which spends nothing on its
+tuning, has that much more room for the ladder). Nothing about the estimate's honesty changes:
+the tuning is still a pilot independent of the main run's random numbers, frozen before it
+starts (Ẑ unbiased), and every check still runs on what the main run gives. What changes is
+that calls sharing a memory share one pilot's luck: for independent calls (several seeds to see
+the spread) give none, which is the default of every entry point.
 
-The ladder is remembered as well: where the first call's stopped (the rungs below its last
-one, its last rung's temperatures, the per-particle step sizes it switched to), so a later call
-begins at that rung instead of climbing to it again. The run at that rung is the one a call
-without the memory makes there (the same keys per rung); what the ladder's rules conclude
-from it reads the rungs below, which come from the first call (independent runs under the same
-tuning), so a cleared check or a widened SE can differ from a cold call's. Every check still
-runs on its own rung, which climbs on where it fails.
+The ladder is kept as well: where the first call's stopped (the rungs below its last one, its
+last rung's temperatures, the per-particle step sizes it switched to), so a later call begins at
+that rung instead of climbing to it again (:mod:`ppl_hais.workflow.resume`).
 
 The key is the model's structure (its code, as the compiled programs' caches key it) with a
 digest of its arrays (the data), the initial distribution's name and every option the tuning
-reads (for the ladder, the particles, chains, ``max_gradients`` and ``bias_check`` too); a
-call with anything else new tunes anew. ``PPL_HAIS_REMEMBER=0`` (read at each call) or
-:func:`forget` turns the memory off or empties it; entries beyond :data:`SIZE` are dropped,
-least recently used first.
+reads (for the ladder, the particles, chains, ``max_gradients`` and ``bias_check`` too); a call
+with anything else new tunes anew. Entries beyond ``size`` are dropped, least recently used
+first. A memory lives as long as the object that holds it (``phn.HAIS(remember=True)``, or the
+``memory=`` a PyMC user passes to ``php.sample_hais``); there is no memory shared by a process.
 
 Example
 -------
->>> from ppl_hais.workflow import memory
->>> memory.forget()
->>> memory.recall(None, ("an option",), lambda: "tuned")  # a key it cannot read: not kept
+>>> from ppl_hais.workflow.memory import Memory
+>>> memory = Memory()
+>>> memory.recall({"y": 1.0}, ("an option",), lambda: "tuned")
 ('tuned', False)
+>>> memory.recall({"y": 1.0}, ("an option",), lambda: "tuned again")  # kept: not run again
+('tuned', True)
+>>> memory.recall({"y": 2.0}, ("an option",), lambda: "other data")  # other data: tuned anew
+('other data', False)
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import OrderedDict
 
 import numpy as np
 
-from ..mcmc.fast_random import host_key
 from ..runtime.structure import split
 
-__all__ = ["PILOT_SEED", "SIZE", "enabled", "forget", "keep", "kept", "pilot_key", "recall"]
+__all__ = ["SIZE", "Memory"]
 
-PILOT_SEED = 20_250_917  # the pilots' random numbers: the same for every call
 SIZE = 32  # entries kept at once, two per model: its tuning (its pilots' final particles: ~P·D
 # numbers) and where its ladder stopped
-
-_MEMORY: OrderedDict = OrderedDict()
-
-
-def pilot_key():
-    """The key of every call's pilots (a JAX key of :data:`PILOT_SEED`)."""
-    return host_key(PILOT_SEED)
-
-
-def enabled() -> bool:
-    """Whether calls remember (``PPL_HAIS_REMEMBER`` unset or not ``0``)."""
-    return os.environ.get("PPL_HAIS_REMEMBER", "1") != "0"
-
-
-def forget() -> None:
-    """Empty the memory: the next call on any model tunes anew."""
-    _MEMORY.clear()
 
 
 def _fingerprint(model, options):
@@ -90,35 +72,54 @@ def _fingerprint(model, options):
     return key
 
 
-def recall(model, options, tune):
-    """``(tune(), False)`` the first time for ``model`` and ``options``; ``(the same value,
-    True)`` on later calls while remembered. ``tune`` must be a function of the model, its
-    data and ``options`` alone (its random numbers from :func:`pilot_key`)."""
-    value = kept(model, options)
-    if value is not None:
-        return value, True
-    value = tune()
-    keep(model, options, value)
-    return value, False
+class Memory:
+    """The tuning and ladder stops of earlier calls, for later calls given the same memory.
 
+    Parameters
+    ----------
+    size : int
+        Entries kept at once (two per model); beyond it the least recently used is dropped.
+    """
 
-def kept(model, options):
-    """What :func:`keep` or :func:`recall` kept for ``model`` and ``options``; None when nothing
-    is (or the memory is off)."""
-    key = _fingerprint(model, options) if enabled() else None
-    if key is None or key not in _MEMORY:
-        return None
-    _MEMORY.move_to_end(key)
-    return _MEMORY[key]
+    def __init__(self, size: int = SIZE):
+        self.size = int(size)
+        self._entries: OrderedDict = OrderedDict()
 
+    def __len__(self) -> int:
+        return len(self._entries)
 
-def keep(model, options, value) -> None:
-    """Keep ``value`` for ``model`` and ``options`` (replacing what was kept), the least recently
-    used model dropped beyond :data:`SIZE`."""
-    key = _fingerprint(model, options) if enabled() else None
-    if key is None:
-        return
-    _MEMORY[key] = value
-    _MEMORY.move_to_end(key)
-    while len(_MEMORY) > SIZE:
-        _MEMORY.popitem(last=False)
+    def __repr__(self) -> str:
+        return f"Memory({len(self)} of {self.size} entries)"
+
+    def clear(self) -> None:
+        """Forget everything: the next call on any model tunes anew."""
+        self._entries.clear()
+
+    def recall(self, model, options, tune):
+        """``(tune(), False)`` the first time for ``model`` and ``options``; ``(the same value,
+        True)`` on later calls while kept."""
+        value = self.kept(model, options)
+        if value is not None:
+            return value, True
+        value = tune()
+        self.keep(model, options, value)
+        return value, False
+
+    def kept(self, model, options):
+        """What :meth:`keep` or :meth:`recall` kept for ``model`` and ``options``; None when
+        nothing is."""
+        key = _fingerprint(model, options)
+        if key is None or key not in self._entries:
+            return None
+        self._entries.move_to_end(key)
+        return self._entries[key]
+
+    def keep(self, model, options, value) -> None:
+        """Keep ``value`` for ``model`` and ``options`` (replacing what was kept)."""
+        key = _fingerprint(model, options)
+        if key is None:
+            return
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
