@@ -207,25 +207,14 @@ class HAIS:
             if isinstance(initial, tuple) and len(initial) == 2:
                 initial = guide_initial(nt, *initial)
             self.evidence = evidence(
-                key_run,
-                nt,
-                initial=initial,
-                num_chains=self.num_chains,
-                num_particles=self.num_particles,
-                num_steps=self.num_steps,
-                schedule=self.schedule,
-                step_size=self.step_size,
-                refresh=self.refresh,
-                target_accept=self.target_accept,
-                adapt_mass_matrix=self.adapt_mass_matrix,
-                bidirectional=self.bidirectional,
-                target_se=self.target_se,
-                max_gradients=self.max_gradients,
-                bias_check=self.bias_check,
-                progress_bar=self.progress_bar,
-                memory=self.memory,
-                **self.kernel_options,
-            )
+                key_run, nt, initial=initial, num_chains=self.num_chains,
+                num_particles=self.num_particles, num_steps=self.num_steps,
+                schedule=self.schedule, step_size=self.step_size, refresh=self.refresh,
+                target_accept=self.target_accept, adapt_mass_matrix=self.adapt_mass_matrix,
+                bidirectional=self.bidirectional, target_se=self.target_se,
+                max_gradients=self.max_gradients, bias_check=self.bias_check,
+                progress_bar=self.progress_bar, memory=self.memory, **self.kernel_options,
+            )  # fmt: skip
         self._nt = nt
         self._samples = None
 

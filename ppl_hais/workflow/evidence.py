@@ -34,7 +34,6 @@ True
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
 from dataclasses import dataclass
@@ -45,8 +44,8 @@ from ..annealing.options import NUM_PARTICLES
 from ..checks import diagnostics
 from ..checks import ladder as _ladder
 from ..estimate.annealers import AnnealOptions
-from ..estimate.bias import BiasCheck, check_bias, needs_check
-from ..mcmc.fast_random import check_key, host_fold_in, host_split
+from ..estimate.bias import BiasCheck
+from ..mcmc.fast_random import check_key, host_split
 from ..model.density import ModelDensity, improper_note
 from ..model.observed import ObservedData
 from ..model.target import AnnealingTarget
@@ -58,22 +57,13 @@ from ..starts.choose import (
     choose_initial_counted,
     discrete,
     transition,
-    with_local_steps,
 )
-from ..starts.fits import bound_method
 from .arguments import check_call, gradient_cap
-from .budget import (
-    SE_SLACK,
-    Spent,
-    StepsPlan,
-    bias_reserve,
-    choose_num_steps,
-    main_gradients,
-    next_fits,
-)
+from .budget import StepsPlan, choose_num_steps
+from .climb import Keys, Plan, State, step
 from .memory import Memory
 from .resume import Resume, keep, resumed
-from .runs import chains, check_names, cleared, largest, pooled_checks, record, topped_up
+from .runs import largest
 
 __all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
 
@@ -246,64 +236,34 @@ def evidence(
     max_gradients = gradient_cap(max_gradients, ladder, target_se, num_chains, num_particles,
                                  options.kernel.num_leapfrog, first)  # fmt: skip
     start = time.perf_counter()
-    key_pilot, key_chains = host_split(rng_key)
+    keys = Keys.of(rng_key)
     name, target, pilot, choice, spent, remembered = _tuned(
-        key_pilot, model, initial, surveyed, options, progress_bar, memory)  # fmt: skip
-    budget, key_chains = _probed(key_chains, target, pilot, target_se, kernel, options.pilot,
+        keys.pilot, model, initial, surveyed, options, progress_bar, memory)  # fmt: skip
+    budget, key_chains = _probed(keys.chains, target, pilot, target_se, kernel, options.pilot,
         num_particles=num_particles, num_chains=num_chains, max_num_steps=max_num_steps,
         max_gradients=None if max_gradients is None else max_gradients - spent)  # fmt: skip
+    keys = keys._replace(chains=key_chains)
     if budget is not None:
         first, spent = budget.num_steps, spent + budget.probe_gradients
     own_reverse = options.run.bidirectional or options.run.reverse_from is not None
     checking = bool(bias_check) and not own_reverse and not discrete(model)
+    plan = Plan(model, target, ladder, checking, own_reverse, bias_check, max_gradients,
+                num_chains, num_particles, surveyed, progress_bar, start, budget,
+                target_se)  # fmt: skip
     kept = model if ladder and isinstance(initial, str) else None  # a ladder the memory resumes
     kept_key = (initial, surveyed, options, num_particles, num_chains, bias_check, max_gradients)
     begun = resumed(memory, kept, kept_key) or Resume((), first, None, None)
-    trajectory, steps, local, last_check = list(begun.rungs), *begun[1:]
-    if local is not None:
-        options, kernel, pilot = options._replace(kernel=local[0]), *local[1:]
-    switchable = local is None and ladder and checking and "local_steps" not in hais_kwargs and (
-        options.kernel.lookahead, options.kernel.flips) == (1, "standard")  # may switch
-    while True:
-        key = key_chains if not trajectory else host_fold_in(key_chains, len(trajectory))
-        run = functools.partial(chains, target=target, kernel=kernel, pilot=pilot,
-            options=options, num_chains=num_chains, num_particles=num_particles,
-            num_steps=steps, progress_bar=progress_bar)  # fmt: skip
-        results = run(key)
-        spent += main_gradients(results)
-        gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
-        if ladder and not own_reverse:  # weights that pass, an SE that particles bound
-            reserve = bias_reserve(steps, gps, last_check) if checking else 0
-            results, used = topped_up(key, results, run, room=max_gradients - spent - reserve,
-                final=lambda rs: not checking or not (bias_check is True or needs_check(rs)))
-            spent += used
-        log_z, var, checks = _pooled(results, budget, target_se, steps)
-        fits = dict(ladder=ladder, max_gradients=max_gradients, checking=checking, steps=steps,
-                    per_step=num_particles * num_chains * gps, gps=gps)  # fmt: skip
-        bias, last_rung = None, not next_fits(spent, last_check, **fits)
-        if checking and _bias_due(checks, last_rung, ladder and bool(trajectory)):
-            if bias_check is True or needs_check(results):
-                bias = _bias(host_fold_in(rng_key, 29 + 1000 * len(trajectory)), model, target,
-                             results, pilot, log_z, var, options, progress_bar)
-                spent, last_check = spent + bias.gradients, Spent(bias.gradients, bias.num_draws,
-                                                                   steps)  # fmt: skip
-                checks += diagnostics.evidence_checks(bias_gap=bias.gap, bias_gap_se=bias.gap_se)
-        rung = record(results, steps, log_z, var, checks, bias, spent, time.perf_counter() - start,
-                     options.kernel.local_steps)  # fmt: skip
-        if _ladder.clears(trajectory + [rung], alone=not ladder):  # false alarms
-            rung, var, checks = cleared(trajectory, rung, results)
-        trajectory.append(rung)
-        if _ladder.ends(trajectory) or not next_fits(spent, last_check, **fits):
-            break
-        if switchable and _ladder.needs_local_steps(trajectory):  # a funnel's neck
-            switched, kernel, pilot, used = with_local_steps(host_fold_in(
-                key_pilot, 51), model, target, options.kernel, options.pilot, surveyed)
-            options, local = options._replace(kernel=switched), (switched, kernel, pilot)
-            spent, switchable = spent + used, False
-            if not next_fits(spent, last_check, **fits):
-                break
-        steps = _ladder.next_num_steps(steps)
-    keep(memory, kept, kept_key, trajectory, local, last_check)
+    if begun.local is not None:
+        options, kernel, pilot = options._replace(kernel=begun.local[0]), *begun.local[1:]
+    switchable = begun.local is None and ladder and checking and "local_steps" not in hais_kwargs \
+        and (options.kernel.lookahead, options.kernel.flips) == (1, "standard")  # may switch
+    state = State(tuple(begun.rungs), begun.num_steps, spent, options, kernel, pilot,
+                  begun.local, begun.last_check, switchable)  # fmt: skip
+    while not state.done:
+        state, info = step(keys, plan, state)
+    trajectory, results, spent = list(state.trajectory), info.results, state.spent
+    log_z, var, checks, bias = info.log_z, info.var, info.checks, info.bias
+    keep(memory, kept, kept_key, trajectory, state.local, state.last_check)
     forward, log_z, var, checks = _answer(trajectory, log_z, var, checks, ladder, max_gradients)
     out = Evidence(results, target, name, float(log_z), float(np.sqrt(var)), checks, choice,
                    budget, bias, tuple(trajectory), int(spent), max_gradients, forward,
@@ -340,38 +300,6 @@ def _probed(key_chains, target, pilot, target_se, kernel, pilot_options, **sizes
     key_probe, key_chains = host_split(key_chains)
     return choose_num_steps(key_probe, target, pilot, target_se, kernel=kernel,
                             options=pilot_options, **sizes), key_chains  # fmt: skip
-
-
-def _bias(rng_key, model, target, results, pilot, log_z, var, options, progress_bar):
-    """The bias check of a rung's runs, with the main run's transition (no discrete moves) and
-    the model's own log joint (one MCMC program whichever start the call took)."""
-    return check_bias(rng_key, target, results, pilot, log_z=log_z, log_z_se=float(np.sqrt(var)),
-                      kernel=options.kernel.kernel(), step_size=options.pilot.step_size,
-                      progress_bar=progress_bar,
-                      log_density=bound_method(model, "log_joint"))  # fmt: skip
-
-
-def _bias_due(checks, last_rung: bool, later_rung: bool) -> bool:
-    """Whether a rung gets the bias check: one whose checks pass, one after which the budget
-    allows no other, and a later rung that fails only the weights' checks (with the previous
-    rung it may show them to be false alarms, :func:`ppl_hais.checks.ladder.clears`)."""
-    weight_only = bool(checks) and set(check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
-    return not checks or last_rung or (later_rung and weight_only)
-
-
-def _pooled(results, budget, target_se, steps):
-    """A rung's chains pooled: log Ẑ, its variance and the failed checks (with ``target_se``'s
-    when a budget chose the temperatures and the SE missed it)."""
-    log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
-    checks = pooled_checks(results)
-    if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
-        checks = checks + (
-            f"target_se: the standard error {np.sqrt(var):.3g} missed target_se="
-            f"{target_se:g} with {steps} temperatures (the probe predicted "
-            f"{budget.predicted_se:.3g}). Remedy: more particles or chains, or a larger "
-            "max_num_steps.",
-        )
-    return log_z, var, checks
 
 
 def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
