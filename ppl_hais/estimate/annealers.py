@@ -38,7 +38,7 @@ from ..results.result import AISResult
 from ..runtime.names import suggest_keywords
 from ..runtime.precision import float64
 from ..stats.estimators import systematic
-from .bias import check_bias, needs_check, with_bias
+from .bias import BIAS_STREAM, check_bias, needs_check, with_bias
 
 __all__ = ["anneal", "ais", "bdmc", "hais"]
 
@@ -237,8 +237,8 @@ def anneal(rng_key, target: AnnealingTarget, kernel: TransitionKernel, options: 
     results = chain_results(out, reverse, target, betas, settings, num_chains, wall)
     if bias_check and reverse is None and not kernel.name.endswith("+discrete"):
         if bias_check is True or needs_check(results):
-            check = check_bias(fast_random.host_fold_in(rng_key, 29), target, results, pilot,
-                               kernel=kernel, step_size=step_size)  # fmt: skip
+            key = fast_random.host_fold_in(rng_key, BIAS_STREAM)
+            check = check_bias(key, target, results, pilot, kernel=kernel, step_size=step_size)
             results = [with_bias(r, check) for r in results]
     for c, result in enumerate(results):
         diagnostics.warn(result.checks, "log Z" if num_chains == 1 else f"log Z of chain {c}")

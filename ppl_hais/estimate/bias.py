@@ -98,7 +98,7 @@ SUSPECT_LAG = 0.1
 LAG_OUTSIDE = 0.01
 SUSPECT_KHAT = 0.3
 
-
+BIAS_STREAM = 29  # a check draws from fold_in(the call's key, 29) (+ 1000 per rung on a ladder)
 MIN_MCMC = 200  # the bias check's MCMC transitions (warmup, then draws) at the least
 
 

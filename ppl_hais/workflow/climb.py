@@ -30,7 +30,7 @@ import numpy as np
 from ..checks import diagnostics
 from ..checks import ladder as _ladder
 from ..estimate.annealers import AnnealOptions
-from ..estimate.bias import BiasCheck, check_bias, needs_check
+from ..estimate.bias import BIAS_STREAM, BiasCheck, check_bias, needs_check
 from ..mcmc.fast_random import host_fold_in, host_split
 from ..starts.choose import with_local_steps
 from ..starts.fits import bound_method
@@ -39,8 +39,7 @@ from .runs import chains, check_names, cleared, pooled_checks, record, topped_up
 
 __all__ = ["Keys", "Plan", "RungInfo", "State", "step"]
 
-BIAS_STREAM = 29  # rung i's bias check draws from fold_in(the call's key, 29 + RUNG_STRIDE · i)
-RUNG_STRIDE = 1000
+RUNG_STRIDE = 1000  # rung i's bias check: fold_in(the call's key, BIAS_STREAM + RUNG_STRIDE·i)
 LOCAL_STREAM = 51  # the per-particle step sizes' pilot: fold_in(the pilots' key, 51)
 
 
