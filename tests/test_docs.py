@@ -204,17 +204,17 @@ def test_the_readme_states_the_trust_suite_page_as_it_is():
     assert f"{beyond} unwarned runs of the suite's {runs} lie beyond 2 SE + 0.02" in guide
     chance = re.search(r"beyond 2 SE \+ 0.02 \(([\d.]+) by chance", page).group(1)
     assert f"at each row's own spread of errors chance alone gives {chance} such runs" in guide
-    # ... at an honest SE (the PyMC row's median SE, near its rms error), 2 SE + 0.02 is
-    # 2 + 0.02 / SE of them, which a normal error exceeds one run in so many
+    # ... at the PyMC row's median SE, 2 SE + 0.02 is 2 + 0.02 / SE of them, which a normal
+    # error exceeds one run in so many; the guide states the row's rms error beside it
     se = float(centered["pymc"][names.index("median SE")])
     rms = float(re.search(r"\| centered funnel 10-D, weak data \| [^|]+ \| \d+/\d+ right, rms "
                           r"([\d.]+)", page).group(1))  # fmt: skip
     bound = 2 + 0.02 / se
     odds = 1 / (2 * stats.norm.sf(bound))
     assert se <= runs_module.PRECISE_SE
-    assert f"at an honest SE of {se:.3f} the bound 2 SE + 0.02 is {bound:.1f} SEs" in guide
+    assert f"at its median SE of {se:.3f} the bound 2 SE + 0.02 is {bound:.1f} SEs" in guide
     assert f"about one run in {5 * round(odds / 5)} exceeds by chance" in guide
-    assert abs(rms / se - 1) < 0.25
+    assert f"rms error, {rms:.3f} through PyMC, is {rms / se:.1f} times that SE" in guide
     pymc_median = float(funnel["pymc"][names.index("gradients")].split("(")[1].rstrip(")"))
     assert f"{pymc_median:.1f} M through PyMC" in evidence_guide
     column = names.index("bridged · forward right")
