@@ -371,6 +371,26 @@ def test_the_adapter_writes_nothing_onto_the_model_and_keeps_it_no_longer_than_t
     assert alive() is None and len(adapter._TARGETS) == kept - 1  # its entry went with it
 
 
+def test_calls_given_one_memory_share_its_tuning_and_calls_without_one_do_not():
+    """``php.Memory()`` passed to two calls on the same model and data: the second runs no
+    pilot (fewer gradients) and, with the same seed, gives the first call's estimate to the
+    last digit. Without a memory each call tunes from its own seed and spends the same."""
+    from ppl_hais.results.arviz import group
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=np.array([0.1, 0.3, -0.2]))
+    memory = php.Memory()
+    runs = [evidence(model, memory=memory) for _ in range(2)] + [evidence(model)]
+    spent = [group(idata, "sample_stats").attrs["gradients"] for idata, *_ in runs]
+    (_, a, se_a), (_, b, se_b), (_, c, _) = runs
+    assert len(memory) == 1 and spent[1] < spent[0] == spent[2]
+    assert (a, se_a) == (b, se_b) == (c, se_a)  # one seed: the same pilot, the same run
+    check(a, se_a, -0.5 * np.log(np.linalg.det(2 * np.pi * (np.eye(3) + 1.0)))
+          - 0.5 * np.array([0.1, 0.3, -0.2]) @ np.linalg.solve(np.eye(3) + 1.0,
+                                                              np.array([0.1, 0.3, -0.2])))
+
+
 def test_a_model_over_the_same_or_other_data_reuses_the_compiled_programs():
     """A notebook re-runs the cell that builds the model, or builds it over other observed
     values of the same shape: the target equals the first one (its log
