@@ -49,6 +49,45 @@ def _neg_hessian(log_density, z):
     return jax.hessian(lambda x: -log_density(x))(z)
 
 
+@compile_once
+def _value_and_grad(log_density, z):
+    return jax.value_and_grad(log_density)(z)
+
+
+def _newton(log_density, mode, val):
+    """Newton steps from where BFGS stopped, halved until −log density falls, while the
+    negative Hessian is positive definite: (mode, −log density, gradients, converged). BFGS's
+    line search stops far from the mode where the likelihood's scale is far from the start's
+    (a 500-coefficient regression: 52 gradients in, −log p 5.7e4 above its minimum); one Newton
+    step lands on a Gaussian posterior's mode, where four BFGS restarts still left a gradient
+    of norm 2."""
+    spent, size = 0, np.size(mode)
+    for _ in range(_NEWTON_STEPS):
+        hess = np.asarray(_neg_hessian(log_density, mode))
+        _, grad = _value_and_grad(log_density, mode)
+        grad, spent = np.asarray(grad), spent + size + 1
+        if not (np.all(np.isfinite(hess)) and np.all(np.isfinite(grad))):
+            break
+        if np.linalg.norm(grad) <= _GRADIENT_TOL * max(1.0, abs(val)):
+            return mode, val, spent, True
+        try:
+            tril = np.linalg.cholesky(0.5 * (hess + hess.T))
+        except np.linalg.LinAlgError:  # not a maximum's curvature here: BFGS goes on
+            break
+        step, length = np.linalg.solve(tril.T, np.linalg.solve(tril, grad)), 1.0
+        while length >= _SHORTEST:
+            new = np.asarray(mode) + length * step
+            new_val = -float(log_density(new))
+            spent += 1
+            if new_val < val:
+                break
+            length /= 2
+        if not length >= _SHORTEST:  # no step lowers it: as near the mode as steps get
+            return mode, val, spent, True
+        mode, val = new, new_val
+    return mode, val, spent, False
+
+
 SCALE_INFLATION = 1.2  # each component's scale × this up to INFLATION_DIM coordinates
 INFLATION_DIM = 10  # above, the widening shrinks as 1/√D (inflation)
 _SAME_MODE = 1.0  # squared Mahalanobis distance below which two optima are one mode
@@ -93,6 +132,9 @@ def laplace_gaussian(log_density, starts, scale_inflation: float | None = None):
 
 
 _RESTARTS = 4  # BFGS searches resumed from where the last stopped without converging
+_NEWTON_STEPS = 8  # Newton steps from BFGS's stop before any restart
+_GRADIENT_TOL = 1e-8  # |∇ log p| ≤ this × max(1, |log p|): at the mode
+_SHORTEST = 1e-3  # the shortest fraction of a Newton step tried
 
 
 def _fit_one(log_density, z0, bar, i):
@@ -104,6 +146,9 @@ def _fit_one(log_density, z0, bar, i):
     prior on its weights stopped after 4 gradients at a saddle). Resuming from that point with
     a fresh inverse Hessian, as long as the density improves, finds the mode."""
     mode, val, njev, converged = _mode(log_density, z0)
+    if not bool(converged) and np.isfinite(float(val)):
+        mode, val, more, converged = _newton(log_density, np.asarray(mode), float(val))
+        njev = njev + more
     for _ in range(_RESTARTS):
         if bool(converged) or not np.isfinite(float(val)):
             break
