@@ -166,8 +166,8 @@ CHILD = textwrap.dedent(
     if adapter != "smc":
         for module, name, phase in [
             ("ppl_hais.workflow.evidence", "_tuned", "start and tuning"),
-            ("ppl_hais.workflow.evidence", "chains", "anneals"),
-            ("ppl_hais.workflow.evidence", "_bias", "bias check"),
+            ("ppl_hais.workflow.climb", "chains", "anneals"),
+            ("ppl_hais.workflow.climb", "check_bias", "bias check"),
             ("ppl_hais.adapters.numpyro.hais", "NumPyroTarget", "model to JAX"),
             ("ppl_hais.adapters.pymc.smc", "cached_target", "model to JAX"),
             ("ppl_hais.adapters.pymc.smc", "from_ais", "ArviZ"),

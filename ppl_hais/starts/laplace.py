@@ -54,6 +54,11 @@ def _value_and_grad(log_density, z):
     return jax.value_and_grad(log_density)(z)
 
 
+@compile_once
+def _neg_log_density(log_density, z):
+    return -log_density(z)
+
+
 def _newton(log_density, mode, val):
     """Newton steps from where BFGS stopped, halved until −log density falls, while the
     negative Hessian is positive definite: (mode, −log density, gradients, converged). BFGS's
@@ -77,7 +82,7 @@ def _newton(log_density, mode, val):
         step, length = np.linalg.solve(tril.T, np.linalg.solve(tril, grad)), 1.0
         while length >= _SHORTEST:
             new = np.asarray(mode) + length * step
-            new_val = -float(log_density(new))
+            new_val = float(_neg_log_density(log_density, new))
             spent += 1
             if new_val < val:
                 break
