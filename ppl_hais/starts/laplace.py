@@ -50,8 +50,8 @@ def _neg_hessian(log_density, z):
 
 
 @compile_once
-def _value_and_grad(log_density, z):
-    return jax.value_and_grad(log_density)(z)
+def _grad(log_density, z):
+    return jax.grad(log_density)(z)
 
 
 @compile_once
@@ -69,8 +69,7 @@ def _newton(log_density, mode, val):
     spent, size = 0, np.size(mode)
     for _ in range(_NEWTON_STEPS):
         hess = np.asarray(_neg_hessian(log_density, mode))
-        _, grad = _value_and_grad(log_density, mode)
-        grad, spent = np.asarray(grad), spent + size + 1
+        grad, spent = np.asarray(_grad(log_density, mode)), spent + size + 1
         if not (np.all(np.isfinite(hess)) and np.all(np.isfinite(grad))):
             break
         if np.linalg.norm(grad) <= _GRADIENT_TOL * max(1.0, abs(val)):

@@ -117,8 +117,8 @@ def step(keys: Keys, plan: Plan, state: State) -> tuple[State, RungInfo]:
     """Run the next rung: its chains, topped up with particles on the ladder, the bias check
     where due, false alarms the trajectory clears; then end the ladder, or give the next rung's
     temperatures (and transition, after a funnel's signature)."""
-    index, steps, spent, last_check = (len(state.trajectory), state.num_steps, state.spent,
-                                       state.last_check)  # fmt: skip
+    index, steps = len(state.trajectory), state.num_steps
+    spent, last_check = state.spent, state.last_check
     key = keys.rung(index)
     run = functools.partial(chains, target=plan.target, kernel=state.kernel, pilot=state.pilot,
         options=state.options, num_chains=plan.num_chains, num_particles=plan.num_particles,
