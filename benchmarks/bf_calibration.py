@@ -93,7 +93,7 @@ def calibrations(num, num_default, seed=0):
     def numpyro_run(n, key, opts):
         return phn.calibrate_bayes_factors(jax.random.key(key), numpyro_models(), subject,
                                            condition, observed=["y"], num_datasets=n,
-                                           hais_kwargs=opts, progress_bar=False)  # fmt: skip
+                                           options=opts, progress_bar=False)  # fmt: skip
 
     for name, n, opts in (("numpyro", num, FIXED), ("numpyro_default", num_default, None)):
         numpyro_run(2, seed + 1, opts)  # compiles

@@ -95,8 +95,8 @@ def main():
             runs.append(dict(
                 err=err, se=ev.log_z_se, gap=ev.bias_gap, warned=ev.warning,
                 bennett=float("nan") if ev.bias is None else ev.bias.log_z_bennett - exact,
-                bias_warned=any(c.startswith("bias") for c in ev.checks),
-                checks=sorted({c.split(":")[0] for c in ev.checks}),
+                bias_warned=any(c.name == "bias" for c in ev.checks),
+                checks=sorted({c.name for c in ev.checks}),
                 grads=ev.gradients, wall=time.perf_counter() - t0, initial=ev.initial,
                 redrawn=ev.bias is not None and ev.bias.redrawn,
                 broken=ev.bias is not None and ev.bias.broken,

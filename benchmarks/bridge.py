@@ -198,7 +198,7 @@ def run_model(name, spec, args):
             res = phn.bridge_sampling(mcmc, model, rng_key=jax.random.key(seed), **data)
         t_bridge = time.perf_counter() - t0
         row = dict(seed=seed, error=res.log_z - exact, se=res.log_z_se, checks=[
-            c.split(":")[0] for c in res.checks], khat=res.pareto_k, rhat=res.rhat,
+            c.name for c in res.checks], khat=res.pareto_k, rhat=res.rhat,
             min_ess=res.min_ess, t_bridge=t_bridge, t_nuts=t_nuts, divergences=div)  # fmt: skip
         if cross:
             with warnings.catch_warnings():
@@ -210,7 +210,7 @@ def run_model(name, spec, args):
                 hais.run(jax.random.key(500 + seed), **data)
                 t_hais = time.perf_counter() - t0
             row.update(
-                cc_checks=[c.split(":")[0] for c in cc.checks if c.startswith("cross_check")],
+                cc_checks=[c.name for c in cc.checks if c.name == "cross_check"],
                 forward=cc.cross_check.log_z_forward - exact,
                 reverse=cc.cross_check.log_z_reverse - exact,
                 hais_error=hais.log_evidence - exact, hais_se=hais.log_evidence_se,

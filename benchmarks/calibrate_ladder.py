@@ -44,12 +44,12 @@ def walk(rungs):
                            bias_gap_se=gap_se)  # fmt: skip
         if ladder.clears(trajectory + [rung]):
             se = ladder.cleared_se(trajectory + [rung], r["se_delta"])
-            rung = rung._replace(log_z_se=se, checks=(), cleared=rung.checks)
+            rung = rung._replace(log_z_se=se, failed=(), cleared=rung.failed)
         trajectory.append(rung)
-        if not rung.checks or k == len(rungs) - 1:
+        if not rung.failed or k == len(rungs) - 1:
             break
     last = trajectory[-1]
-    return len(trajectory) - 1, bool(last.checks), last.log_z_se, ladder.shortfall(trajectory)
+    return len(trajectory) - 1, bool(last.failed), last.log_z_se, ladder.shortfall(trajectory)
 
 
 DATA = "benchmarks/data/trust_suite_rungs.json"

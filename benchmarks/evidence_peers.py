@@ -193,7 +193,7 @@ def main():
                 cov.append(abs(r.log_z - exact) < 2 * r.log_z_se)
             grads = (
                 P * N
-                + r.settings["num_pilot_particles"] * r.settings["pilot_gradients_per_particle"]
+                + r.settings.num_pilot_particles * r.settings.pilot_gradients_per_particle
             )
             lines.append(
                 f"| {dim} | {name} | {np.mean(errs):+.3f} | {np.std(errs, ddof=1):.3f} | "

@@ -167,8 +167,8 @@ def part2(name, seeds):
                                 progress_bar=False)  # fmt: skip
                 seconds.append(time.perf_counter() - t0)
                 errors.append(float(r.log_z) - exact)
-                per = r.settings["gradients_per_particle"] * PARTICLES
-                pilot = r.settings["pilot_gradients_per_particle"] * 64
+                per = r.settings.gradients_per_particle * PARTICLES
+                pilot = r.settings.pilot_gradients_per_particle * 64
                 grads.append(per + pilot + fit_gradients)
             rows.append(dict(model=name, start=label, steps=steps, errors=errors,
                              gradients=float(np.mean(grads)), seconds=float(np.median(seconds)),

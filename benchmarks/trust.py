@@ -237,8 +237,8 @@ def run_one(kind, obj, seed, particles, steps):
         wall = time.perf_counter() - start
     warned = any(issubclass(w.category, ph.EvidenceWarning) for w in caught)
     grads = sum(
-        r.num_particles * r.settings["gradients_per_particle"]
-        + r.settings["num_pilot_particles"] * r.settings["pilot_gradients_per_particle"]
+        r.num_particles * r.settings.gradients_per_particle
+        + r.settings.num_pilot_particles * r.settings.pilot_gradients_per_particle
         for r in res
     )
     return dict(log_z=log_z, se=se, warned=warned, grads=grads, wall=wall, initial=initial,

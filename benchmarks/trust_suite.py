@@ -485,7 +485,7 @@ def rung_features(ev, seconds):
         chain_log_z=[x.log_z for x in r], chain_se=[x.log_z_se for x in r],
         pooled_khat=ph.checks.diagnostics.pareto_khat(lw), num_particles=len(lw),
         bias_gap=ev.bias_gap, bias_gap_se=float("nan") if ev.bias is None else ev.bias.gap_se,
-        checks=[c.split(":")[0] for c in ev.checks], gradients=ev.gradients, seconds=seconds,
+        checks=[c.name for c in ev.checks], gradients=ev.gradients, seconds=seconds,
         initial=ev.initial,
     )  # fmt: skip
 
@@ -581,7 +581,7 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False, num_ste
             log_z=float(st["log_evidence"]), se=float(st["log_evidence_se"]),
             forward=float(st["ladder_log_marginal_likelihood"][-1]),
             bridged=bool(st.attrs["bridged"]),
-            checks=[c.split(":")[0] for c in st.attrs["evidence_checks"].split("\n") if c],
+            checks=[c for c in st.attrs["evidence_check_names"].split(",") if c],
             gap=gap, shortfall=float(st.attrs["shortfall"]), gradients=int(st.attrs["gradients"]),
             excess=float(st.attrs["excess"]),
             cleared=[c for c in st.attrs.get("cleared_checks", "").split(",") if c],
@@ -592,7 +592,7 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False, num_ste
     return dict(bennett=both, bennett_se=both_se, lag=ev.trajectory[-1].lag,
                 log_z=ev.log_z, se=ev.log_z_se, forward=ev.trajectory[-1].log_z,
                 bridged=ev.bridged,
-                checks=[c.split(":")[0] for c in ev.checks],
+                checks=[c.name for c in ev.checks],
                 gap=ev.bias_gap, shortfall=ev.shortfall, gradients=ev.gradients,
                 excess=ev.excess, cleared=list(ev.cleared), start=ev.initial)  # fmt: skip
 

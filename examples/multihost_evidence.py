@@ -43,7 +43,7 @@ def main():
     result = ph.hais(jax.random.key(0), target, num_particles=args.particles,
                      num_steps=args.steps, progress_bar=jax.process_index() == 0)  # fmt: skip
     if jax.process_index() == 0:
-        print(f"{jax.process_count()} processes, {result.settings['num_devices']} devices: "
+        print(f"{jax.process_count()} processes, {result.settings.num_devices} devices: "
               f"log Z = {result.log_z:.4f} ± {result.log_z_se:.4f}")  # fmt: skip
 
 

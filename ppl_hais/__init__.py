@@ -49,6 +49,7 @@ from .runtime.precision import enable_x64
 from .starts.laplace import laplace_gaussian
 from .workflow.calibration import BayesFactorCalibration
 from .workflow.compare import compare_evidence
+from .workflow.options import EvidenceOptions
 
 __version__ = "0.1.0"
 
@@ -69,6 +70,7 @@ __all__ = [
     "AnnealingTarget",
     "AnnealingTrace",
     "BoundedEnergy",
+    "EvidenceOptions",
     "EvidenceWarning",
     "RejectionBudgetError",
     "Gaussian",

@@ -26,6 +26,7 @@ def demo(args) -> int:
 
     import ppl_hais as ph
 
+    from .checks.record import names
     from .model import validation as ex
 
     ph.enable_x64()
@@ -50,7 +51,7 @@ def demo(args) -> int:
                 progress_bar=False,
             )
         results.append(r)
-        failed = ", ".join(c.split(":")[0] for c in r.checks) or "-"
+        failed = ", ".join(names(r.checks)) or "-"
         print(
             f"{n:>7} {r.log_z:>11.4f} ± {r.log_z_se:<6.4f} {r.log_z - case.log_z:>+9.4f} "
             f"{r.wall_time:>9.2f}  {failed}"

@@ -179,8 +179,8 @@ def test_a_bias_check_on_draws_that_are_not_posterior_draws_says_so():
                       num_mcmc=100)  # fmt: skip
     assert not fine.redrawn and not fine.broken and fine.note == ""
     assert abs(fine.gap) < 3 * fine.gap_se + 0.02
-    summary = dataclasses.replace(result, settings=dict(
-        result.settings, bias_check=dict(broken._asdict(), note=broken.note))).summary()
+    summary = dataclasses.replace(result, settings=result.settings.replace(
+        bias_check=dict(broken._asdict(), note=broken.note))).summary()
     assert "NOTE the bias check could not run" in summary
 
 
@@ -340,9 +340,9 @@ def test_core_hais_runs_the_bias_check_when_asked():
         warnings.simplefilter("ignore", ph.EvidenceWarning)
         plain = ph.hais(jax.random.key(1), target, **kw)
         checked = ph.hais(jax.random.key(1), target, bias_check=True, **kw)
-    assert math.isnan(plain.log_z_upper) and "bias_check" not in plain.settings
+    assert math.isnan(plain.log_z_upper) and plain.settings.bias_check is None
     assert checked.log_z == plain.log_z  # the forward run is the same
-    check = checked.settings["bias_check"]
+    check = checked.settings.bias_check
     assert checked.log_z_upper == pytest.approx(checked.log_z + check["gap"])
     assert check["gap"] > 2 * check["gap_se"]  # above, beyond its noise
     assert checked.log_z < exact < checked.log_z_upper + 0.25
@@ -398,7 +398,7 @@ def test_a_local_step_runs_check_bridges_the_funnel_from_two_samplers():
         warnings.simplefilter("ignore", ph.EvidenceWarning)
         res = ph.hais(jax.random.key(0), target, num_particles=512, num_steps=2000,
                       local_steps=True, bias_check=True, progress_bar=False)  # fmt: skip
-    both = res.settings["bias_check"]
+    both = res.settings.bias_check
     assert both["num_draws"] == 256
     assert abs(both["log_z_bennett"]) < 3 * both["log_z_bennett_se"]
     kernel = ph.hais_kernel(local_steps=True)

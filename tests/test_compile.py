@@ -49,7 +49,7 @@ def test_new_number_of_temperatures_compiles_nothing(executables):
         assert after_first == 1  # the pilot and the main run's groups: one program
         for n in (37, 1000, 4321):  # fewer temperatures than bins, the default, many
             res = ph.hais(jax.random.key(1), target, num_steps=n, **opts)
-            assert res.settings["num_steps"] == n
+            assert res.settings.num_steps == n
             # the trace: num_bins (100) rows, or one per bin of the scan when N is smaller
             assert len(res.trace.beta) == min(-(-n // BIN_STEPS), 100)
             assert abs(res.log_z - exact) < 5 * res.log_z_se + 0.1
@@ -292,7 +292,7 @@ def test_a_rung_topped_up_with_particles_compiles_nothing_new(executables):
         ev = evidence(jax.random.key(0), Wide(), initial="prior", num_particles=256,
                       bias_check=False, progress_bar=False)  # fmt: skip
     res = ev.results[0]  # SE 0.05-0.06 at 256 particles: no check is due, on to 0.025
-    assert res.settings["num_runs"] > 1 and res.settings["run_particles"] == 256
+    assert res.settings.num_runs > 1 and res.settings.run_particles == 256
     assert (res.num_particles - 256) % unit == 0 and res.num_particles <= MAX_PARTICLES * 256
     assert res.log_z_se <= PRECISE_SE and abs(ev.log_z - exact) < 4 * ev.log_z_se
     assert executables() == 1

@@ -22,10 +22,10 @@ def test_same_key_same_estimate_on_one_or_four_devices():
         kw = dict(num_particles=64, num_steps=200, progress_bar=False)
         one = ph.hais(jax.random.key(3), target, devices=jax.devices()[:1], **kw)
         four = ph.hais(jax.random.key(3), target, devices=jax.devices(), **kw)
-        assert one.settings["num_devices"] == 1 and four.settings["num_devices"] == 4
+        assert one.settings.num_devices == 1 and four.settings.num_devices == 4
         # the particles really lived on four devices, 16 rows each
-        assert four.settings["particles_per_device"] == [16] * 4
-        assert one.settings["particles_per_device"] == [64]
+        assert four.settings.particles_per_device == (16,) * 4
+        assert one.settings.particles_per_device == (64,)
         np.testing.assert_allclose(one.log_weights, four.log_weights, rtol=0, atol=1e-12)
         np.testing.assert_allclose(one.particles, four.particles, rtol=0, atol=1e-12)
         exact = 3 * np.log(2.0 * np.sqrt(2 * np.pi))
@@ -37,7 +37,7 @@ def test_same_key_same_estimate_on_one_or_four_devices():
         for a, b in zip(chains, alone):
             assert abs(a.log_z - b.log_z) < 1e-12
         # the CPU default is one device with particle groups on threads (faster than host devices)
-        assert ph.hais(jax.random.key(3), target, **kw).settings["num_devices"] == 1
+        assert ph.hais(jax.random.key(3), target, **kw).settings.num_devices == 1
         for n, message in ((63, "do not split evenly over 4 devices"),
                            (2, "2 particles cannot be sharded over 4 devices")):
             try:
@@ -76,7 +76,7 @@ import jax.numpy as jnp, numpy as np, ppl_hais as ph
 target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / 2.0) ** 2), ph.Gaussian(np.zeros(3)))
 r = ph.hais(jax.random.key(3), target, num_particles=64, num_steps=200, progress_bar=False)
 assert len(jax.devices()) == 2 and len(jax.local_devices()) == 1
-print("RESULT", r.settings["num_devices"], repr(float(r.log_z)), repr(float(r.log_weights.sum())))
+print("RESULT", r.settings.num_devices, repr(float(r.log_z)), repr(float(r.log_weights.sum())))
 """
 
 

@@ -51,7 +51,7 @@ def test_log_partition_against_enumeration(visible, hidden, scale, seed):
     res = energy.log_partition(jax.random.key(seed), rbm, num_particles=200, num_steps=3000)
     assert abs(res.log_z - exact) < TOL * res.log_z_se, (res.log_z, res.log_z_se, exact)
     assert res.particles.shape == (200, visible) and set(np.unique(res.particles)) <= {0.0, 1.0}
-    assert res.trace.beta[-1] == 1.0 and res.settings["kernel"] == "block Gibbs"
+    assert res.trace.beta[-1] == 1.0 and res.settings.kernel == "block Gibbs"
     assert not res.checks
 
 

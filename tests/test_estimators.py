@@ -178,7 +178,7 @@ def test_fixed_step_size_and_progress_bar(key, capsys):
         key, case.target, num_particles=64, num_steps=500, step_size=0.2, schedule="sigmoid",
         progress_bar=True,
     )  # fmt: skip
-    assert r.settings["pilot_gradients_per_particle"] == 0
+    assert r.settings.pilot_gradients_per_particle == 0
     np.testing.assert_allclose(r.trace.step_size, 0.2)
     assert_close(r, case.log_z)
 
@@ -221,7 +221,7 @@ def test_adaptive_schedule_against_exact_evidence(key):
     )
     assert_close(r, truth)
     # a sanity bound: a run whose particles fell behind reports a far larger error bar
-    assert r.settings["schedule"] == "adaptive" and r.log_z_se < 0.25
+    assert r.settings.schedule == "adaptive" and r.log_z_se < 0.25
     # the schedule follows the pilot's spread of log L: dense where β is small
     assert np.sum(r.betas < 0.05) > 300
 
@@ -293,7 +293,7 @@ def test_particle_groups_give_the_same_weights(key, monkeypatch):
         np.testing.assert_allclose(four.trace.ess, one.trace.ess, rtol=1e-7)
         np.testing.assert_allclose(four.trace.acceptance_rate, one.trace.acceptance_rate,
                                    rtol=1e-9)  # fmt: skip
-        assert four.settings["gradients_per_particle"] == one.settings["gradients_per_particle"]
+        assert four.settings.gradients_per_particle == one.settings.gradients_per_particle
 
 
 def test_initial_draws_of_any_count_run_one_program(key, monkeypatch):
@@ -330,7 +330,7 @@ def test_chains_in_one_call_are_slices_of_one_population():
     assert len(chains) == 3
     for c, r in enumerate(chains):
         np.testing.assert_array_equal(r.log_weights, whole.log_weights[64 * c : 64 * (c + 1)])
-        assert r.settings["num_chains"] == 3 and r.settings["chain"] == c
+        assert r.settings.num_chains == 3 and r.settings.chain == c
         assert abs(r.log_z - exact) < 4 * r.log_z_se
     assert len({round(r.log_z, 12) for r in chains}) == 3
     with pytest.raises(ValueError, match="one chain"):

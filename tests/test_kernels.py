@@ -164,8 +164,8 @@ def test_mixed_kernel_anneals_a_state_with_an_integer_coordinate():
                   discrete=[False, True], progress_bar=False)  # fmt: skip
     assert abs(res.log_z - exact) < 4 * res.log_z_se + 0.02
     assert np.all(res.particles[:, 1] == np.round(res.particles[:, 1]))  # still integers
-    assert res.settings["kernel"] == "hais+discrete"
-    assert res.settings["discrete_acceptance"] > 0.005 and not res.checks
+    assert res.settings.kernel == "hais+discrete"
+    assert res.settings.discrete_acceptance > 0.005 and not res.checks
     with pytest.raises(ValueError, match="at least one discrete"):
         ph.mixed_kernel((False, False))
 
@@ -191,7 +191,7 @@ def test_integer_moves_that_never_accept_are_reported():
     with pytest.warns(ph.EvidenceWarning, match="discrete"):
         res = ph.hais(jax.random.key(0), target, num_particles=64, num_steps=100,
                       discrete=[False, True], progress_bar=False)  # fmt: skip
-    assert res.settings["discrete_acceptance"] == 0.0
+    assert res.settings.discrete_acceptance == 0.0
     assert any(c.startswith("discrete") for c in res.checks)
 
 
@@ -208,6 +208,6 @@ def test_local_steps_estimate_a_funnel_neck_exactly(key):
     t = ph.AnnealingTarget(log_density=log_density, initial=ph.Gaussian(np.zeros(3)))
     runs = [ph.hais(k, t, num_particles=512, num_steps=1000, local_steps=True,
                     progress_bar=False) for k in jax.random.split(key, 6)]  # fmt: skip
-    assert all(r.settings["kernel"].endswith("_local") for r in runs)
+    assert all(r.settings.kernel.endswith("_local") for r in runs)
     est = np.array([r.log_z for r in runs])  # the runs' spread, not their (heavy-tailed) SEs
     assert abs(est.mean()) < 4 * est.std(ddof=1) / np.sqrt(len(est)) + 0.005, est

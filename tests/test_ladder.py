@@ -92,14 +92,14 @@ def test_a_passing_rung_whose_se_particles_bound_is_topped_up_with_particles():
     ev = evidence(jax.random.key(1), model, **run)
     (rung,) = ev.trajectory
     res = ev.results[0]
-    assert rung.num_steps == 250 and res.settings["num_runs"] > 1 and res.num_particles > 64
-    assert res.settings["run_particles"] == 64
+    assert rung.num_steps == 250 and res.settings.num_runs > 1 and res.num_particles > 64
+    assert res.settings.run_particles == 64
     assert np.isfinite(rung.bias_gap) and PRECISE_SE < rung.log_z_se <= MOST_SE
     assert not ev.checks and abs(ev.log_z - exact) < 4 * ev.log_z_se
     assert ev.log_z_se == pytest.approx(np.hypot(rung.log_z_se, ev.shortfall / 2), rel=1e-12)
-    assert ev.gradients > res.num_particles * res.settings["gradients_per_particle"]
+    assert ev.gradients > res.num_particles * res.settings.gradients_per_particle
     fixed = evidence(jax.random.key(1), model, num_steps=250, **run)
-    assert "num_runs" not in fixed.results[0].settings and fixed.log_z_se > MOST_SE
+    assert fixed.results[0].settings.num_runs == 1 and fixed.log_z_se > MOST_SE
     assert fixed.results[0].num_particles == 64
 
 
@@ -139,7 +139,7 @@ def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_
                       local_steps=False)  # fmt: skip
     steps = [r.num_steps for r in ev.trajectory]
     assert steps == [250, 1000] and ev.num_steps == 1000
-    assert all(r.checks for r in ev.trajectory) and not any(r.local_steps for r in ev.trajectory)
+    assert all(r.failed for r in ev.trajectory) and not any(r.local_steps for r in ev.trajectory)
     spent = [r.gradients for r in ev.trajectory]
     assert spent[0] < spent[1] == ev.gradients <= budget
     forward = ev.trajectory[-1].log_z
@@ -184,8 +184,8 @@ def test_the_ladder_climbs_while_checks_fail_and_states_the_gap_when_the_budget_
     assert exact - ev.trajectory[-1].log_z > 0.15
     assert [r.local_steps for r in sw.trajectory] == [False, False, True]
     assert not sw.checks or "4000 (local steps) temperatures" in sw.checks[-1]
-    key = lambda t: [(r.num_steps, r.log_z, r.checks, r.gradients) for r in t[:2]]  # noqa: E731
-    assert "bias" in sw.trajectory[1].checks and key(sw.trajectory) == key(ev.trajectory)
+    key = lambda t: [(r.num_steps, r.log_z, r.failed, r.gradients) for r in t[:2]]  # noqa: E731
+    assert "bias" in sw.trajectory[1].failed and key(sw.trajectory) == key(ev.trajectory)
     pilot = 64 * (1000 + 100)  # its pilot's particles × temperatures and warm-up
     # beside the last rungs' bias checks, which differ: a local-step rung's draws half its own
     spent = (sw.gradients - sw.bias.gradients) - (ev.gradients - ev.bias.gradients)
@@ -231,7 +231,7 @@ def test_a_rung_whose_bridge_needs_no_warning_ends_the_ladder():
     assert not ends((prev._replace(bridge=0.3), last))  # moved by 0.32
     assert not ends((prev._replace(num_steps=62), last._replace(num_steps=250)))
     assert not ends((prev, last._replace(bridge=nan, bias_gap=nan, bias_gap_se=nan)))
-    assert ends((prev, last._replace(checks=())))  # settled: no check fails
+    assert ends((prev, last._replace(failed=())))  # settled: no check fails
 
 
 def test_escalating_can_clear_the_warning():
@@ -243,7 +243,7 @@ def test_escalating_can_clear_the_warning():
         warnings.simplefilter("error", ph.EvidenceWarning)
         ev = evidence(jax.random.key(103), _TargetModel(f, 30), initial="prior",
                       progress_bar=False)  # fmt: skip
-    assert len(ev.trajectory) >= 2 and ev.trajectory[0].checks and not ev.trajectory[-1].checks
+    assert len(ev.trajectory) >= 2 and ev.trajectory[0].failed and not ev.trajectory[-1].failed
     assert abs(ev.log_z - exact) < 3 * ev.log_z_se + 0.05
 
 
@@ -312,7 +312,7 @@ def test_a_short_passing_rung_ends_the_ladder_only_when_its_bias_check_bounds_th
     assert not settled(student)
     assert settled(student._replace(bias_gap=0.02, bias_gap_se=0.03))  # bounded by 0.08
     assert settled(student._replace(bias_gap=nan, bias_gap_se=nan))  # no check ran: the weights'
-    assert not settled(student._replace(checks=("lag",), bias_gap=nan))
+    assert not settled(student._replace(failed=("lag",), bias_gap=nan))
     assert not settled(student._replace(bias_gap=0.0, bias_gap_se=float("inf")))
     assert settled(student._replace(num_steps=FIXED_NUM_STEPS))
 
@@ -328,8 +328,8 @@ def test_a_failed_bias_check_from_1000_temperatures_switches_to_local_steps():
                    bias_gap_se=0.05))  # fmt: skip
     assert needs_local_steps(funnel)
     assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(num_steps=250),))
-    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(checks=("lag",)),))
-    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(checks=("bias",)),))
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(failed=("lag",)),))
+    assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(failed=("bias",)),))
     assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(bias_gap=0.09),))
     assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(outside=0.9),))  # unsizable
     assert not needs_local_steps(funnel[:1] + (funnel[1]._replace(local_steps=True),))
@@ -368,7 +368,7 @@ def test_remaining_gap_reads_the_trajectory():
     # earlier rungs' 0.27-0.31 above it; sized, its shortfall (0.16) did not cover the error
     slipped = (flat[0]._replace(lag=0.31, outside=0.90), far[1]._replace(lag=0.249))
     assert unsizable(slipped) and shortfall(slipped) == float("inf")
-    assert not unsizable(far[:1] + (far[1]._replace(checks=()),))
+    assert not unsizable(far[:1] + (far[1]._replace(failed=()),))
     # a held-out 30-D Student-t, right on every run: its 250-temperature rung lagged
     # 0.28, its later rungs 0.12-0.22; a short first rung's lag is no sign of unreached tails,
     # but a last rung's is, however short
@@ -436,8 +436,8 @@ def test_the_joint_decision_clears_weight_checks_only_when_independent_paths_agr
     assert not clears((prev, last._replace(lag=0.25)))  # mass neither path reached
     assert not clears((prev, last._replace(outside=0.94)))  # the experts' particles: far out
     assert clears((prev, last._replace(outside=0.5)))  # a banana's
-    assert not clears((prev, last._replace(checks=("pareto_k", "nonfinite"))))
-    assert not clears((prev, last._replace(checks=())))  # nothing to clear
+    assert not clears((prev, last._replace(failed=("pareto_k", "nonfinite"))))
+    assert not clears((prev, last._replace(failed=())))  # nothing to clear
     assert cleared_se((prev, last), 0.02) == pytest.approx(np.hypot(0.02, 0.03 / np.sqrt(2)))
 
 
@@ -454,7 +454,7 @@ def test_a_fixed_budget_run_is_cleared_by_its_bias_check_alone():
     assert not clears((last._replace(bias_gap=0.048),), alone=True)  # 0.048 + 2 × 0.03 > 0.1
     assert not clears((last._replace(lag=0.25),), alone=True)
     assert not clears((last._replace(outside=0.8),), alone=True)
-    assert not clears((last._replace(checks=("pareto_k", "bias")),), alone=True)
+    assert not clears((last._replace(failed=("pareto_k", "bias")),), alone=True)
     assert cleared_se((last,), 0.01) == pytest.approx(np.sqrt(0.01**2 + 0.02**2 + 0.03**2))
 
 
@@ -472,7 +472,7 @@ def test_a_banana_whose_weights_fail_is_cleared_by_the_joint_decision_and_right(
     with warnings.catch_warnings():
         warnings.simplefilter("error", ph.EvidenceWarning)
         ev = evidence(jax.random.key(0), _TargetModel(_banana, 2, 3.0), progress_bar=False)
-    assert ev.trajectory[0].checks and set(ev.cleared) <= {"pareto_k", "ess", "lag"}
+    assert ev.trajectory[0].failed and set(ev.cleared) <= {"pareto_k", "ess", "lag"}
     assert ev.cleared and not ev.checks and len(ev.trajectory) == 2
     assert abs(ev.trajectory[-1].bias_gap) <= 0.05
     assert np.isfinite(ev.log_z_se) and abs(ev.log_z) < 3 * ev.log_z_se + 0.05
@@ -568,7 +568,7 @@ def test_both_adapters_default_to_the_ladder_and_report_it():
 
     hais = phn.HAIS(model, num_particles=128, progress_bar=False)
     hais.run(jax.random.key(0), jnp.array([0.5, 1.0]))
-    assert hais.num_steps is None and hais.evidence.num_steps == FIRST_NUM_STEPS
+    assert hais.options.num_steps is None and hais.evidence.num_steps == FIRST_NUM_STEPS
     with pm.Model():
         mu = pm.Normal("mu", 0, 1)
         pm.Normal("y", mu, 1, observed=[0.5, 1.0])

@@ -79,7 +79,7 @@ def test_local_steps_reach_the_pilot_and_the_run(monkeypatch):
     exact = sum(multivariate_normal(np.full(15, 0.5), cov).logpdf(y[:, j]) for j in range(2))
     h = evidence(normal_normal, y=jnp.asarray(y), opts=dict(local_steps=True, num_steps=500))
     assert kernels and all(k.name == "hais_local" for k in kernels)
-    assert h.results[0].settings["kernel"] == "hais_local"
+    assert h.results[0].settings.kernel == "hais_local"
     check(h, exact)
 
 
@@ -461,7 +461,7 @@ def test_an_unmarked_discrete_latent_alone_is_moved_by_metropolis():
                   - np.log(2))  # fmt: skip
     hais = phn.HAIS(model, num_particles=256, num_steps=200, progress_bar=False)
     hais.run(jax.random.key(0), y=0.3)
-    assert hais.results[0].settings["kernel"] == "hais+discrete"
+    assert hais.results[0].settings.kernel == "hais+discrete"
     assert abs(hais.log_evidence - exact) < 4 * hais.log_evidence_se + 0.02
 
 
@@ -642,7 +642,7 @@ def test_a_rung_topped_up_with_particles_keeps_the_draws_per_chain():
     hais = phn.HAIS(model, num_particles=64, num_chains=2, initial="prior", progress_bar=False)
     hais.run(jax.random.key(0), y)
     ev = hais.evidence
-    runs = ev.results[0].settings["num_runs"]
+    runs = ev.results[0].settings.num_runs
     assert runs > 1 and all(r.num_particles % 64 == 0 and r.num_particles > 64 for r in ev.results)
     last = ev.trajectory[-1]  # to 0.05 where a bias check was due, else to 0.025, or the cap
     capped = all(r.num_particles == MAX_PARTICLES * 64 for r in ev.results)

@@ -161,7 +161,7 @@ def test_unmarked_discrete_sites_are_moved_by_metropolis():
 
     hais, _ = _run(model, jnp.asarray(y), seed=1)
     exact = switchpoint_exact(y)
-    assert hais.results[0].settings["kernel"] == "hais+discrete"
+    assert hais.results[0].settings.kernel == "hais+discrete"
     assert abs(hais.log_evidence - exact) < 4 * hais.evidence.log_z_se + 0.02
     s = np.asarray(hais.get_samples()["switchpoint"])
     assert np.all(s == np.round(s)) and s.min() >= 0 and s.max() <= YEARS - 1

@@ -288,7 +288,7 @@ def test_hais_with_reduced_flips_is_unbiased():
     )
     assert abs(r.log_z - case.log_z) < 4 * r.log_z_se + 1e-3
     assert (
-        600 < r.settings["gradients_per_particle"] <= r.settings["gradients_executed_per_particle"]
+        600 < r.settings.gradients_per_particle <= r.settings.gradients_executed_per_particle
     )
 
 

@@ -13,6 +13,7 @@ from scipy.special import logsumexp
 from ppl_hais.checks.diagnostics import lag_correlation
 from ppl_hais.checks.ladder import FIRST_NUM_STEPS
 from ppl_hais.results.result import AISResult, AnnealingTrace
+from ppl_hais.results.settings import RunSettings
 from ppl_hais.workflow.runs import (
     MAX_PARTICLES,
     MOST_SE,
@@ -33,7 +34,8 @@ def _run(rng, num=256, heavy=False, log_z_initial=0.5, steps=250):
     return AISResult.from_log_weights(
         lw, particles=rng.normal(size=(num, 2)), betas=np.linspace(0, 1, steps + 1), trace=trace,
         particle_nonfinite=np.zeros(num, int), log_z_initial=log_z_initial,
-        settings=dict(num_particles=num, num_steps=steps, gradients_per_particle=float(steps)),
+        settings=RunSettings(num_particles=num, num_steps=steps,
+                             gradients_per_particle=float(steps)),
         final_log_ratio=lw + rng.normal(0, 50.0, num), outside=rng.uniform(0, 0.05),
         wall_time=1.0,
     )  # fmt: skip
@@ -44,8 +46,8 @@ def test_pooled_runs_are_one_run_of_all_their_particles():
     runs = [_run(rng) for _ in range(3)]
     both = AISResult.pooled(runs)
     lw = np.concatenate([r.log_weights for r in runs])
-    assert both.num_particles == 768 and both.settings["num_particles"] == 768
-    assert both.settings["num_runs"] == 3 and both.wall_time == 3.0
+    assert both.num_particles == 768 and both.settings.num_particles == 768
+    assert both.settings.num_runs == 3 and both.wall_time == 3.0
     assert both.log_z == pytest.approx(logsumexp(lw) - math.log(768) + 0.5, abs=1e-12)
     assert both.log_z == pytest.approx(logsumexp([r.log_z for r in runs]) - math.log(3))
     assert both.log_z_se < min(r.log_z_se for r in runs)
@@ -57,7 +59,7 @@ def test_pooled_runs_are_one_run_of_all_their_particles():
     want = logsumexp([r.trace.log_z for r in runs], axis=0) - math.log(3)
     assert np.allclose(both.trace.log_z, want)
     # pooling a pooled result with one more run counts every run
-    assert AISResult.pooled([both, _run(rng)]).settings["num_runs"] == 4
+    assert AISResult.pooled([both, _run(rng)]).settings.num_runs == 4
 
 
 def test_pooled_runs_of_different_sizes_weigh_each_particle_once():
@@ -71,8 +73,8 @@ def test_pooled_runs_of_different_sizes_weigh_each_particle_once():
     out = 0.8 * big.outside_initial + 0.2 * small.outside_initial
     assert both.outside_initial == pytest.approx(out)
     # the call's particles per chain: the first run's, however many top-ups follow
-    assert both.settings["run_particles"] == 256
-    assert AISResult.pooled([both, _run(rng, num=128)]).settings["run_particles"] == 256
+    assert both.settings.run_particles == 256
+    assert AISResult.pooled([both, _run(rng, num=128)]).settings.run_particles == 256
 
 
 def test_more_particles_aims_at_the_precise_se_in_whole_units_within_the_budget():
@@ -104,11 +106,11 @@ def test_topped_up_reaches_the_precise_se_with_fresh_keys_and_counts_its_gradien
     assert not first[0].checks and PRECISE_SE < se < PRECISE_SE * MAX_PARTICLES**0.5
     out, spent = topped_up(jax.random.key(3), first, run, room=1e9, unit=64)
     assert PRECISE_SE * 0.8 < out[0].log_z_se <= PRECISE_SE
-    runs = out[0].settings["num_runs"]
+    runs = out[0].settings.num_runs
     assert runs - 1 == len(keys) == len(sizes) and len(set(keys)) == len(keys)
     assert all(n % 64 == 0 for n in sizes) and spent == 250 * sum(sizes)
     assert out[0].num_particles == 512 + sum(sizes) >= 512 * (se / PRECISE_SE) ** 2 * 0.9
-    assert out[0].settings["run_particles"] == 512
+    assert out[0].settings.run_particles == 512
     # the budget stops it: room for 128 more particles
     keys.clear(), sizes.clear()
     out, spent = topped_up(jax.random.key(3), first, run, room=128 * 250, unit=64)
@@ -145,7 +147,7 @@ def test_a_later_rung_is_topped_up_to_an_se_that_grows_as_the_root_of_its_temper
     assert spent > 0 and 0.8 * MOST_SE < out[0].log_z_se <= MOST_SE  # not on to 0.025
     # a first rung whose bias check is due may move on: topped up to what the check needs
     first = [_run(rng, num=256)]  # SE about √(2/256) = 0.088
-    assert first[0].log_z_se > MOST_SE and first[0].settings["num_steps"] == FIRST_NUM_STEPS
+    assert first[0].log_z_se > MOST_SE and first[0].settings.num_steps == FIRST_NUM_STEPS
     out, spent = topped_up(jax.random.key(3), first, lambda key, num_particles: [
         _run(np.random.default_rng(num_particles), num=num_particles)], room=1e12, unit=64,
         final=lambda pooled: False)  # fmt: skip

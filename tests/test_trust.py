@@ -205,7 +205,7 @@ def test_bdmc_sandwiches_the_evidence_on_simulated_data():
     )  # fmt: skip
     lower, upper = res.log_z, res.log_z_upper
     assert lower - 4 * res.log_z_se < model.exact < upper + 4 * res.log_z_upper_se
-    assert res.settings["num_reverse_particles"] == 32
+    assert res.settings.num_reverse_particles == 32
     # a well-tuned run: the sandwich is tight
     assert res.bidirectional_gap < 0.5
     # too few temperatures: the gap opens and warns
@@ -337,7 +337,7 @@ def test_numpyro_bdmc_sandwiches_the_evidence_of_simulated_data():
     y = np.zeros((10, 2))  # only its shape matters: bdmc simulates the data
     with jax.numpy_rank_promotion("allow"):  # NumPyro's distributions rely on it
         res = phn.bdmc(jax.random.key(8), model, y, num_particles=256, num_steps=1000)
-    sim = res.settings["simulated"]
+    sim = res.settings.simulated
     assert set(sim["parameters"]) == {"mu", "sigma"} and sim["data"]["y"].shape == (10, 2)
     assert not np.allclose(sim["data"]["y"], 0.0)
     # exact log evidence of the simulated data given sigma, integrated over sigma by quadrature
@@ -511,7 +511,7 @@ def test_pilot_tunes_the_kernel_the_main_run_uses(monkeypatch):
     assert kernels and all(k is ph.hais_kernel(0.5, 3, 1, "reduced") for k in kernels)
     # the pilot's own options too: one typed object, the same for every pilot of the call
     assert all(o == PilotOptions(target_accept=0.8, num_pilot_steps=200) for o in options)
-    assert 300 <= ev.results[0].settings["gradients_per_particle"] < 400  # 3 per temperature
+    assert 300 <= ev.results[0].settings.gradients_per_particle < 400  # 3 per temperature
     assert abs(ev.log_z - model.exact) < 4 * ev.log_z_se + 0.02
 
 

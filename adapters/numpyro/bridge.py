@@ -66,7 +66,7 @@ def bridge_sampling(
     mode_search: bool = True,
     group_by_chain: bool = False,
     progress_bar: bool = True,
-    hais_kwargs: dict | None = None,
+    options=None,
     **kwargs,
 ):
     """log p(data | model) from posterior draws by bridge sampling (:mod:`ppl_hais.bridge`).
@@ -96,8 +96,8 @@ def bridge_sampling(
         Compare the draws with the modes a Laplace search finds (a few BFGS runs, cached on
         the model): a mode no chain visited that holds more mass than the error bar allows
         warns (``modes``), stating by how many nats the estimate may be low.
-    hais_kwargs : dict, optional
-        Keywords of the cross-check's forward anneal (``num_particles``, ``num_steps``, ...).
+    options : ppl_hais.EvidenceOptions or dict, optional
+        The cross-check's forward anneal's options (``num_particles``, ``num_steps``, ...).
 
     Returns
     -------
@@ -118,7 +118,7 @@ def bridge_sampling(
     return bridge_evidence(
         key, nt, draws, method=method, cross_check=cross_check, mode_search=mode_search,
         progress_bar=progress_bar,
-        diverging=_diverging(mcmc_or_samples), **(hais_kwargs or {}),
+        diverging=_diverging(mcmc_or_samples), options=options,
     )  # fmt: skip
 
 

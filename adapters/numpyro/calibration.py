@@ -12,7 +12,7 @@ Example
 ...     mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
 ...     numpyro.sample("y", dist.Normal(mu, 1.0).expand([5]).to_event(1), obs=y)
 >>> cal = phn.calibrate_bayes_factors(jax.random.key(0), {"H0": null, "H1": alternative},
-...     num_datasets=4, observed=["y"], hais_kwargs=dict(num_steps=100), progress_bar=False)
+...     num_datasets=4, observed=["y"], options=dict(num_steps=100), progress_bar=False)
 >>> cal.log_evidence.shape
 (4, 2)
 """
@@ -39,6 +39,7 @@ from ppl_hais.workflow.calibration import (
     evidence_record,
     simulate,
 )
+from ppl_hais.workflow.options import EvidenceOptions
 
 from .hais import HAIS
 from .model import is_factor
@@ -81,7 +82,7 @@ def calibrate_bayes_factors(
     prior_probs: Mapping | None = None,
     observed=None,
     stratified: bool = False,
-    hais_kwargs: Mapping | None = None,
+    options=None,
     progress_bar: bool = True,
     **kwargs,
 ) -> BayesFactorCalibration:
@@ -112,8 +113,8 @@ def calibrate_bayes_factors(
         The same number of data sets from each model, in blocks, instead of drawing the model
         (a design analysis, ``design()``); the marginal check holds for drawn models, or
         stratified ones under equal prior probabilities.
-    hais_kwargs : dict, optional
-        Options of every ``HAIS`` (``num_particles``, ``num_steps``, ``initial``, ...;
+    options : ppl_hais.EvidenceOptions or dict, optional
+        The options of every ``HAIS`` (``num_particles``, ``num_steps``, ``initial``, ...;
         default: its defaults, the convergence ladder).
     progress_bar : bool
 
@@ -124,6 +125,7 @@ def calibrate_bayes_factors(
         data sets are kept and counted. One ``EvidenceWarning`` states a marginal calibration
         beyond 3 Monte Carlo SEs and how many data sets warned.
     """
+    options = EvidenceOptions.of(options, "calibrate_bayes_factors")
     names = list(models) if isinstance(models, Mapping) else []
     rng_key = check_key(rng_key)
     key_models, key_data, key_fit = host_split(rng_key, 3)
@@ -143,15 +145,15 @@ def calibrate_bayes_factors(
                          return_sites=sites)  # fmt: skip
         return run(host_fold_in(key_data, m), *args, **kwargs)
 
-    fits = {n: _fitter(models[n], found[n][1], args, kwargs, dict(hais_kwargs or {}))
+    fits = {n: _fitter(models[n], found[n][1], args, kwargs, options)
             for n in names}  # fmt: skip
     return calibrate(key_fit, names, prior, true, simulate(true, len(names), draw), fits,
                      progress_bar=progress_bar, started=start,
                      settings=dict(num_datasets=len(true), stratified=stratified,
-                                   hais_kwargs=dict(hais_kwargs or {})))  # fmt: skip
+                                   options=options))  # fmt: skip
 
 
-def _fitter(model, has_latent, args, kwargs, hais_kwargs):
+def _fitter(model, has_latent, args, kwargs, options):
     """``fit(key, data) -> (log Z, SE, failed checks' names, gradients)`` for one model: HAIS
     over the conditioned model, or its exact log likelihood where it has no latent site."""
     conditioned = _Conditioned(model)
@@ -163,7 +165,7 @@ def _fitter(model, has_latent, args, kwargs, hais_kwargs):
             return float(exact(data)), 0.0, "", 0
 
         return fit_exact
-    hais = HAIS(conditioned, progress_bar=False, **hais_kwargs)
+    hais = HAIS(conditioned, options, progress_bar=False)
 
     def fit(key, data):
         def run():

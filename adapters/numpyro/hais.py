@@ -23,13 +23,12 @@ from numpyro import handlers
 from numpyro.infer.util import log_likelihood as _pointwise_log_likelihood
 from scipy.special import logsumexp
 
-from ppl_hais.annealing import options
 from ppl_hais.mcmc.fast_random import check_key, host_fold_in, host_key, host_split
 from ppl_hais.results.arviz import from_ais
-from ppl_hais.runtime.names import suggest_keywords
 from ppl_hais.runtime.precision import float64
 from ppl_hais.workflow.evidence import evidence
 from ppl_hais.workflow.memory import Memory
+from ppl_hais.workflow.options import EvidenceOptions
 
 from .target import NumPyroTarget, constrain_batch, guide_initial, refuse_foreign_model
 
@@ -41,58 +40,16 @@ class HAIS:
     ----------
     model : callable
         A NumPyro model with continuous latent sites.
-    num_particles : int
-        Particles per chain (independent annealing runs).
-    num_steps : int, optional
-        Temperatures N. Default ``None``: the convergence ladder (:mod:`ppl_hais.checks.ladder`):
-        250, then 4× as many while a check fails and ``max_gradients`` allows (the rungs:
-        ``evidence.trajectory``, :func:`~ppl_hais.results.plots.plot_convergence`). A number: one
-        run of N, its weights' failed checks cleared where its bias check agrees.
-    num_chains : int
-        Independent runs; their estimates are pooled and shown as ArviZ chains.
-    schedule : str or array
-        ``"adaptive"`` (default: equal thermodynamic length, from the spread of the log
-        likelihood measured on the pilot run), ``"sigmoid"`` (dense at both ends, as in Grosse
-        et al. 2015), ``"geometric"``, ``"linear"`` or an array of betas.
-    step_size : float or "auto"
-        ``"auto"`` tunes a step size per β on a discarded pilot run (estimate stays unbiased).
-    adapt_mass_matrix : bool
-        With ``step_size="auto"``, a diagonal mass matrix per β from the pilot's population
-        (as NUTS's ``adapt_mass_matrix``, but following the annealing).
-    initial : "auto", "prior", "laplace", "laplace_t", "vi", "student_t", a distribution
-        Where annealing starts (a ``ph.Gaussian``, or a NumPyro guide as ``(guide, params)``).
-        ``"auto"`` (default) pilots from the prior, keeps it when its pilot works, and
-        otherwise pilots a Gaussian fitted at the posterior mode (Laplace) and keeps the one
-        whose weights degenerate less (:func:`ppl_hais.starts.choose_initial`): with a vague
-        prior the Laplace start is orders of magnitude more accurate; with a hierarchical
-        model the prior usually wins; where the model's tails along the fit's axes are heavy,
-        Student-t marginals with those tails (``"laplace_t"``, :mod:`ppl_hais.model.tails`); on a
-        hard path (neither reaches half the pilot's particles in ESS) natural-gradient VI
-        fits, ``"vi"`` and ``"student_t"``. The start changes the path, not p(data | model).
-    bidirectional : bool
-        Also anneal back from a quarter of the final particles and report the gap (a bias
-        diagnostic; :func:`bdmc` gives the bounds on simulated data).
-    target_se : float, optional
-        Choose the number of temperatures for this standard error of the log evidence
-        (a discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
-        ignored): easy models cost little, hard ones get up to 100,000 temperatures.
-    max_gradients : float, optional
-        Every model gradient the run spends (pilots, Laplace fit, probes, the ladder's rungs,
-        bias checks) counts against it (``evidence.gradients``). Default: 40 runs of
-        1000 temperatures for the ladder (room for 250, 1000, 4000 and 16,000 temperatures),
-        unbounded with a fixed ``num_steps``.
-    bias_check : "auto", True or False
-        Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
-        nats (``evidence.bias_gap``): a gap beyond its noise warns, stating it
-        (:mod:`ppl_hais.estimate.bias`). ``"auto"`` checks runs that give a reason to, so
-        easy models pay nothing.
-    num_leapfrog, flips, lookahead, local_steps
-        The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
-        momentum flips after a rejection (``"standard"`` or ``"reduced"``), look-ahead
-        trajectories, a step size per particle scaled by the local gradient (``local_steps``:
-        None lets the convergence ladder switch it on after a rung whose bias and lag checks
-        failed, a funnel's neck; True or False, always or never). A pilot
-        tunes the step size for the transition the run uses.
+    options : ppl_hais.EvidenceOptions or dict, optional
+        The evidence's options, each documented there: ``num_particles`` (512),
+        ``num_steps`` (None: the convergence ladder), ``num_chains`` (independent runs, shown as
+        ArviZ chains), ``initial`` (where annealing starts; also a NumPyro guide as
+        ``(guide, params)``), ``target_se``, ``max_gradients``, ``bias_check``, the pilot's
+        ``schedule``, ``step_size`` and ``adapt_mass_matrix``, and the transition's
+        ``num_leapfrog``, ``flips``, ``lookahead``, ``refresh`` and ``local_steps``.
+    **keywords
+        Those fields by name, replacing the object's:
+        ``HAIS(model, num_particles=256, flips="reduced")``.
     remember : bool
         Keep each run's start, its tuning and where its ladder stopped in this object's
         ``memory`` (a :class:`ppl_hais.workflow.memory.Memory`), so a later ``run`` on the same
@@ -112,57 +69,21 @@ class HAIS:
     See the module docstring.
     """
 
-    @suggest_keywords
-    def __init__(
-        self,
-        model,
-        *,
-        num_particles=options.NUM_PARTICLES,
-        num_steps=None,
-        num_chains=1,
-        schedule="adaptive",
-        step_size="auto",
-        refresh=0.5,
-        initial="auto",
-        target_accept=None,
-        adapt_mass_matrix=True,
-        bidirectional=False,
-        target_se=None,
-        max_gradients=None,
-        bias_check="auto",
-        num_leapfrog=1,
-        flips="standard",
-        lookahead=1,
-        local_steps=None,
-        remember=False,
-        progress_bar=True,
-    ):
+    def __init__(self, model, options=None, *, remember=False, progress_bar=True, **keywords):
         refuse_foreign_model(model)
-        options.check(num_particles=num_particles, num_chains=num_chains, num_steps=num_steps,
-                      schedule=schedule, step_size=step_size, refresh=refresh, initial=initial,
-                      target_accept=target_accept, target_se=target_se,
-                      max_gradients=max_gradients, bias_check=bias_check,
-                      num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead,
-                      local_steps=local_steps)  # fmt: skip
         self.model = model
-        self.num_particles = int(num_particles)
-        self.num_steps = None if num_steps is None else int(num_steps)
-        self.num_chains = int(num_chains)
-        self.schedule = schedule
-        self.step_size = step_size
-        self.refresh = refresh
-        self.initial = initial
-        self.target_accept = target_accept
-        self.adapt_mass_matrix = adapt_mass_matrix
-        self.bidirectional = bidirectional
-        self.target_se = target_se
-        self.max_gradients = max_gradients
-        self.bias_check = bias_check
-        self.kernel_options = dict(num_leapfrog=num_leapfrog, flips=flips, lookahead=lookahead,
-                                   local_steps=local_steps)  # fmt: skip
+        self.options = EvidenceOptions.of(options, "HAIS", **keywords)
         self.progress_bar = progress_bar
         self.memory = Memory() if remember else None
         self.evidence = self._samples = None
+
+    @property
+    def num_particles(self) -> int:
+        return int(self.options.num_particles)
+
+    @property
+    def num_chains(self) -> int:
+        return int(self.options.num_chains)
 
     # az.from_numpyro reads num_samples (ArviZ 0.x) or sample_dims (1.x): the error says why not
     @property
@@ -203,18 +124,11 @@ class HAIS:
         with jax.enable_x64(True):
             key_trace, key_run, self._key_draws = host_split(rng_key, 3)
             nt = NumPyroTarget(self.model, args, kwargs, key_trace)
-            initial = self.initial
-            if isinstance(initial, tuple) and len(initial) == 2:
-                initial = guide_initial(nt, *initial)
-            self.evidence = evidence(
-                key_run, nt, initial=initial, num_chains=self.num_chains,
-                num_particles=self.num_particles, num_steps=self.num_steps,
-                schedule=self.schedule, step_size=self.step_size, refresh=self.refresh,
-                target_accept=self.target_accept, adapt_mass_matrix=self.adapt_mass_matrix,
-                bidirectional=self.bidirectional, target_se=self.target_se,
-                max_gradients=self.max_gradients, bias_check=self.bias_check,
-                progress_bar=self.progress_bar, memory=self.memory, **self.kernel_options,
-            )  # fmt: skip
+            options = self.options
+            if isinstance(options.initial, tuple) and len(options.initial) == 2:
+                options = options.replace(initial=guide_initial(nt, *options.initial))
+            self.evidence = evidence(key_run, nt, options, progress_bar=self.progress_bar,
+                                     memory=self.memory)  # fmt: skip
         self._nt = nt
         self._samples = None
 

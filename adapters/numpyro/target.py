@@ -15,6 +15,8 @@ Example
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -329,7 +331,7 @@ def bdmc(rng_key, model, *args, num_particles=512, num_steps=1000, **kwargs):
     stochastic upper bound on the log evidence of the simulated data, so their gap bounds
     the bias of the annealer on data like the user's. ``args``/``kwargs`` are the model's
     (the observed values in them are replaced by simulated ones, shapes kept). Returns an
-    :class:`~ppl_hais.AISResult` with ``settings["simulated"]`` holding the simulated data
+    :class:`~ppl_hais.AISResult` with ``settings.simulated`` holding the simulated data
     and the true parameters.
     """
     rng_key = check_key(rng_key)
@@ -361,11 +363,10 @@ def bdmc(rng_key, model, *args, num_particles=512, num_steps=1000, **kwargs):
         k_run, target, np.asarray(z_true)[None, :], num_particles=num_particles,
         num_steps=num_steps, progress_bar=False,
     )  # fmt: skip
-    result.settings["simulated"] = {
+    return dataclasses.replace(result, settings=result.settings.replace(simulated={
         "data": {k: np.asarray(v) for k, v in data.items()},
         "parameters": {n: np.asarray(sim[n]["value"]) for n in nt.latent},
-    }
-    return result
+    }))  # fmt: skip
 
 
 def guide_initial(nt: NumPyroTarget, guide, params):

@@ -76,7 +76,7 @@ def bridge_sampling(
     cross_check: bool = False,
     mode_search: bool = True,
     progressbar: bool = True,
-    hais_kwargs: dict | None = None,
+    options=None,
 ):
     """log p(data | model) from ``pm.sample``'s draws by bridge sampling
     (:mod:`ppl_hais.bridge`), inside or outside ``with model:``.
@@ -102,9 +102,8 @@ def bridge_sampling(
         Compare the draws with the modes a Laplace search finds (a few BFGS runs, cached on
         the model): a mode no chain visited that holds more mass than the error bar allows
         warns (``modes``), stating by how many nats the estimate may be low.
-    hais_kwargs : dict, optional
-        Keywords of the cross-check's forward anneal (``num_particles``, ``num_steps``, ... as
-        ``php.sample_hais`` takes them).
+    options : ppl_hais.EvidenceOptions or dict, optional
+        The cross-check's forward anneal's options (``num_particles``, ``num_steps``, ...).
 
     Returns
     -------
@@ -120,7 +119,7 @@ def bridge_sampling(
     key = jax.random.key(0 if random_seed is None else int(random_seed))
     return bridge_evidence(
         key, target, draws, method=method, cross_check=cross_check, mode_search=mode_search,
-        progress_bar=progressbar, diverging=_diverging(idata), **(hais_kwargs or {}),
+        progress_bar=progressbar, diverging=_diverging(idata), options=options,
     )  # fmt: skip
 
 

@@ -40,6 +40,7 @@ from ppl_hais.workflow.calibration import (
     simulate,
 )
 from ppl_hais.workflow.evidence import evidence
+from ppl_hais.workflow.options import EvidenceOptions
 
 from .target import cached_target, log_likelihood_of_data, pymc_model
 
@@ -55,7 +56,8 @@ def calibrate_bayes_factors(
     stratified: bool = False,
     random_seed=None,
     progressbar: bool = True,
-    **hais_kwargs,
+    options=None,
+    **kwargs,
 ) -> BayesFactorCalibration:
     """Simulation-based calibration of the Bayes factors between PyMC models.
 
@@ -79,9 +81,11 @@ def calibrate_bayes_factors(
         stratified ones under equal prior probabilities.
     random_seed : int, optional
     progressbar : bool
-    **hais_kwargs
-        Options of every evidence (``num_steps``, ``num_particles``, ``initial``, ...; as
-        :func:`sample_hais` takes them; default: the convergence ladder).
+    options : ppl_hais.EvidenceOptions or dict, optional
+        The options of every evidence (default: the convergence ladder).
+    **kwargs
+        Its fields by name (``num_steps``, ``num_particles``, ``initial``, ...), replacing the
+        object's, as :func:`sample_hais` takes them.
 
     Returns
     -------
@@ -89,6 +93,7 @@ def calibrate_bayes_factors(
         ``marginal()``, ``calibration()``, ``design()``, ``plot()``, ``to_arviz()``; warned
         data sets are kept and counted.
     """
+    options = EvidenceOptions.of(options, "calibrate_bayes_factors", **kwargs)
     names = list(models) if isinstance(models, Mapping) else []
     pymc_models = {n: pymc_model(models[n]) for n in names}
     sites = check_models(models, {n: [rv.name for rv in m.observed_RVs]
@@ -110,14 +115,14 @@ def calibrate_bayes_factors(
         data = simulate(true, len(names), draw)
     finally:
         quiet.setLevel(level)
-    fits = {n: _fitter(pymc_models[n], hais_kwargs) for n in names}
+    fits = {n: _fitter(pymc_models[n], options) for n in names}
     key = host_split(host_key(int(rng.integers(2**31 - 1))))[1]  # the evidences' own key
     return calibrate(key, names, prior, true, data, fits, progress_bar=progressbar,
                      started=start, settings=dict(num_datasets=len(true), stratified=stratified,
-                                                  hais_kwargs=dict(hais_kwargs)))  # fmt: skip
+                                                  options=options))  # fmt: skip
 
 
-def _fitter(model, hais_kwargs):
+def _fitter(model, options):
     """``fit(key, data) -> evidence_record`` for one model: the evidence workflow over its
     target with the data set's values, or its exact log likelihood without free variables."""
     if not model.free_RVs:
@@ -131,8 +136,8 @@ def _fitter(model, hais_kwargs):
     target = cached_target(model)
 
     def fit(key, data):
-        run = lambda: evidence(key, target.with_data(data), progress_bar=False,  # noqa: E731
-                               **hais_kwargs)  # fmt: skip
+        run = lambda: evidence(key, target.with_data(data), options,  # noqa: E731
+                               progress_bar=False)  # fmt: skip
         return evidence_record(run)
 
     return fit

@@ -27,7 +27,6 @@ import pymc as pm
 # (evidence against exact values, coords/dims) and tests/test_stack.py (constant_data).
 from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_constants, find_observations
 
-from ppl_hais.annealing import options
 from ppl_hais.annealing.execution import using_cores
 from ppl_hais.mcmc.fast_random import host_key, host_split
 from ppl_hais.results.arviz import from_ais
@@ -35,6 +34,7 @@ from ppl_hais.runtime.names import did_you_mean
 from ppl_hais.runtime.precision import float64
 from ppl_hais.workflow.evidence import evidence
 from ppl_hais.workflow.memory import Memory
+from ppl_hais.workflow.options import EvidenceOptions
 
 from .bridge import shift_intercepts
 from .target import cached_target, is_bambi, pymc_model
@@ -53,7 +53,7 @@ _SMC_ONLY = {
 }
 
 
-def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwargs):
+def _check_arguments(model, draws, chains, cores, return_inferencedata, unknown):
     if model is not None and not isinstance(model, pm.Model) and not is_bambi(model):
         hint = (
             " (a NumPyro model function? use ppl_hais.adapters.numpyro.HAIS)"
@@ -62,8 +62,8 @@ def _check_arguments(model, draws, chains, cores, return_inferencedata, smc_kwar
         )
         raise TypeError(f"model must be a pm.Model or a bambi.Model, got "
                         f"{type(model).__name__}{hint}")  # fmt: skip
-    for name in smc_kwargs:
-        known = inspect.signature(sample_hais).parameters
+    for name in unknown:
+        known = [*inspect.signature(sample_hais).parameters, *EvidenceOptions.names()]
         reason = _SMC_ONLY.get(
             name, "it is not a keyword of sample_hais" + did_you_mean(name, known)
         )
@@ -98,20 +98,9 @@ def sample_hais(
     compute_convergence_checks: bool = True,
     return_inferencedata: bool = True,
     idata_kwargs: dict | None = None,
-    schedule="adaptive",
-    step_size="auto",
-    refresh: float = 0.5,
-    initial="auto",
-    bidirectional: bool = False,
-    target_se: float | None = None,
-    max_gradients: float | None = None,
-    bias_check="auto",
-    num_leapfrog: int = 1,
-    flips: str = "standard",
-    lookahead: int = 1,
-    local_steps: bool | None = None,
+    options: EvidenceOptions | dict | None = None,
     memory: Memory | None = None,
-    **smc_kwargs,
+    **kwargs,
 ):
     """Log marginal likelihood and posterior of a PyMC model by HAIS, like ``pm.sample_smc``.
 
@@ -145,45 +134,6 @@ def sample_hais(
         Default: the model from the ``with`` context. A Bambi model goes in as it is (built
         if it is not): its evidence is that of the PyMC model Bambi builds.
     progressbar : bool
-    schedule, step_size, refresh
-        As in :func:`ppl_hais.hais`. The default schedule places the temperatures at equal
-        thermodynamic length and the step size follows a target acceptance, both measured on
-        a discarded pilot run before the main run (the estimate stays unbiased).
-    initial : "auto", "prior", "laplace", "laplace_t", "vi", "student_t" or ph.Gaussian
-        Where annealing starts. ``"auto"`` (default) runs the discarded pilot from the prior,
-        keeps the prior when its pilot works, and otherwise pilots a Gaussian fitted at the
-        posterior mode too and keeps the one whose weights degenerate less
-        (:func:`ppl_hais.starts.choose_initial`; where the model's tails along the fit's axes
-        are heavy, Student-t marginals with those tails, ``"laplace_t"``; on a hard path also
-        natural-gradient VI fits, :mod:`ppl_hais.starts.vi`); ``"prior"`` needs proper priors;
-        ``"vi"``/``"student_t"`` a Gaussian/Student-t fitted by natural-gradient VI; or a
-        given Gaussian over the transformed coordinates. The estimate is of
-        p(data | model) with the model's own prior whatever the start.
-    bidirectional : bool
-        Also anneal back from a quarter of the final particles and report the gap
-        (``log_marginal_likelihood_upper`` in sample_stats; a bias diagnostic).
-    target_se : float, optional
-        Choose the number of temperatures for this standard error of the log evidence (a
-        discarded 200-temperature probe measures how hard the path is; ``num_steps`` is then
-        ignored): easy models cost little, hard ones get up to 100,000 temperatures.
-    max_gradients : float, optional
-        Every model gradient the call spends (pilots, Laplace fit, probes, the ladder's
-        rungs, bias checks) counts against it (``gradients`` in sample_stats' attributes).
-        Default: 40 runs of 1000 temperatures for the ladder (room for 250, 1000, 4000 and
-        16,000 temperatures), unbounded with a fixed ``num_steps``.
-    num_leapfrog, flips, lookahead, local_steps
-        The HAIS transition (:func:`ppl_hais.hais_kernel`): leapfrog steps per temperature,
-        momentum flips after a rejection, look-ahead trajectories, a step size per particle
-        scaled by the local gradient (``local_steps``: None lets the convergence ladder switch
-        it on after a rung whose bias and lag checks failed, a funnel's neck; True or False,
-        always or never). A pilot tunes the step size for the transition
-        the run uses.
-    bias_check : "auto", True or False
-        Anneal back from MCMC-refreshed posterior draws and report the gap to the estimate in
-        nats (``bias_gap`` and ``log_marginal_likelihood_reverse`` in sample_stats): a gap
-        beyond its noise warns, stating it (:mod:`ppl_hais.estimate.bias`). ``"auto"`` checks runs
-        that give a reason to (a target reaching past the start, a lag, a tail in the
-        weights, a failed check), so easy models pay nothing.
     compute_convergence_checks : bool
         Accepted as ``pm.sample_smc`` accepts it. The evidence's trust checks always run and
         warn: they are what makes the error bar trustworthy.
@@ -191,6 +141,14 @@ def sample_hais(
         Must be True (ArviZ output only).
     idata_kwargs : dict, optional
         ``{"log_likelihood": True}`` adds the pointwise log likelihood (for ``az.loo``).
+    options : ppl_hais.EvidenceOptions or dict, optional
+        The evidence's options, each documented there: ``initial`` (where annealing starts),
+        ``target_se``, ``max_gradients``, ``bias_check``, ``bidirectional``, the pilot's
+        ``schedule``, ``step_size`` and ``adapt_mass_matrix``, the transition's
+        ``num_leapfrog``, ``flips``, ``lookahead``, ``refresh`` and ``local_steps``. The keywords
+        above (``num_steps``, ``chains``, ``num_particles``) replace its fields of those names.
+    **kwargs
+        Its fields by name, replacing the object's: ``sample_hais(initial="laplace")``.
     memory : ppl_hais.adapters.pymc.Memory, optional
         Keep the start, its tuning and where the ladder stopped for the next call given the
         same memory on the same model and data, which runs no pilot and begins at that rung
@@ -209,8 +167,8 @@ def sample_hais(
         ``log_marginal_likelihood_se`` (dims: chain; ``pm.sample_smc`` stores one object
         array per stage instead; ``inf`` when the weights' variance does not exist),
         ``importance_ess``, ``pareto_k``, ``lag`` and ``evidence_warning`` per chain, the failed
-        checks in the group's ``evidence_checks`` attribute; ``observed_data``,
-        ``constant_data``. The posterior draws are particles resampled by weight, copies
+        checks' sentences in the group's ``evidence_checks`` attribute and their names in
+        ``evidence_check_names``; ``observed_data``, ``constant_data``. The posterior draws are particles resampled by weight, copies
         side by side, so ``az.ess`` of them stays near the importance ESS.
 
     Notes
@@ -221,41 +179,21 @@ def sample_hais(
     ``mp_ctx``, ...) are refused by name with what to use instead.
     """
     _check_arguments(model, draws, 1 if chains is None else chains, cores, return_inferencedata,
-                     smc_kwargs)  # fmt: skip
-    if num_particles is None:
-        num_particles = min(int(draws), options.NUM_PARTICLES)
-    options.check(num_particles=num_particles, num_steps=num_steps, schedule=schedule,
-                  step_size=step_size, refresh=refresh, initial=initial, target_se=target_se,
-                  max_gradients=max_gradients, bias_check=bias_check, num_leapfrog=num_leapfrog,
-                  flips=flips, lookahead=lookahead, local_steps=local_steps)  # fmt: skip
-    chains = 1 if chains is None else int(chains)
+                     [k for k in kwargs if k not in EvidenceOptions.names()])  # fmt: skip
+    options = EvidenceOptions.of(options, "sample_hais", **kwargs)
+    options = options.replace(
+        num_steps=options.num_steps if num_steps is None else num_steps,
+        num_chains=options.num_chains if chains is None else chains,
+        num_particles=min(int(draws), options.num_particles) if num_particles is None
+        else num_particles)  # fmt: skip
     bambi = model if is_bambi(model) else None
     model = pymc_model(model)
     seed = np.random.default_rng(random_seed).integers(2**31 - 1)
     target = cached_target(model)
     key_run, key_draws = host_split(host_key(int(seed)))
     with using_cores(cores):
-        ev = evidence(
-            key_run,
-            target,
-            initial=initial,
-            num_chains=chains,
-            num_particles=int(num_particles),
-            num_steps=num_steps,
-            schedule=schedule,
-            step_size=step_size,
-            refresh=refresh,
-            bidirectional=bidirectional,
-            target_se=target_se,
-            max_gradients=max_gradients,
-            bias_check=bias_check,
-            progress_bar=progressbar,
-            num_leapfrog=num_leapfrog,
-            flips=flips,
-            lookahead=lookahead,
-            local_steps=local_steps,
-            memory=memory,
-        )
+        ev = evidence(key_run, target, options, progress_bar=progressbar, memory=memory)
+    chains = options.num_chains
     results = ev.results
     idx = ev.resample(key_draws, num_draws=int(draws))
     zs = np.stack([r.particles[i] for r, i in zip(results, idx, strict=True)])

@@ -31,20 +31,8 @@ Example
 True
 """
 
-import importlib
-import warnings
-
 from .config import AnnealOptions, RunOptions
 from .pilot import Pilot, PilotOptions, survey
 
 __all__ = ["AnnealOptions", "Pilot", "PilotOptions", "RunOptions", "survey"]
 
-
-def __getattr__(name):
-    # the checked annealers sit above this package (ppl_hais.estimate); the old spelling
-    # ppl_hais.estimate.annealers.hais still resolves, with a warning
-    if name in ("ais", "hais", "bdmc"):
-        warnings.warn(f"ppl_hais.annealing.{name} is now ppl_hais.estimate.annealers.{name} "
-                      f"(or ppl_hais.{name})", DeprecationWarning, stacklevel=2)  # fmt: skip
-        return getattr(importlib.import_module("ppl_hais.estimate.annealers"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -64,13 +64,17 @@ class TransitionInfo(NamedTuple):
 
 @dataclass(frozen=True)
 class TransitionKernel:
-    """A named (init, step) pair; ``gradients_per_step`` counts gradient evaluations."""
+    """A named (init, step) pair; ``gradients_per_step`` counts gradient evaluations;
+    ``discrete``: it moves integer coordinates too (:func:`mixed_kernel`); ``local_steps``:
+    each particle scales its step size by its local gradient (:func:`hais_kernel`)."""
 
     name: str
     init: Callable
     step: Callable
     gradients_per_step: int
     default_step_size: float
+    discrete: bool = False
+    local_steps: bool = False
 
 
 def _metropolis(log_accept, key):
@@ -234,7 +238,7 @@ def _hais_kernel(refresh, num_leapfrog, lookahead, flips, step_size_jitter,
         name += f"_jitter{step_size_jitter:g}"
     if local_steps:
         name += "_local"
-    return TransitionKernel(name, init, step, num_leapfrog, 0.2)
+    return TransitionKernel(name, init, step, num_leapfrog, 0.2, local_steps=bool(local_steps))
 
 
 @lru_cache(maxsize=64)
@@ -297,7 +301,8 @@ def mixed_kernel(
         )
 
     return TransitionKernel(
-        f"{base.name}+discrete", init, step, base.gradients_per_step + 1, base.default_step_size
+        f"{base.name}+discrete", init, step, base.gradients_per_step + 1, base.default_step_size,
+        discrete=True, local_steps=base.local_steps,
     )
 
 

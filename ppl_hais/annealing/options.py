@@ -83,6 +83,7 @@ def check(
     num_pilot_particles=None,
     num_pilot_steps=None,
     num_bins=None,
+    max_num_steps=None,
 ) -> None:
     """Raise ``ValueError`` naming the first option whose value cannot work (``None``: not
     given, nothing to check)."""
@@ -92,7 +93,8 @@ def check(
             _integer(name, value, 2)
     for name, value in (("num_chains", num_chains), ("num_steps", num_steps),
                         ("num_leapfrog", num_leapfrog), ("lookahead", lookahead),
-                        ("num_pilot_steps", num_pilot_steps), ("num_bins", num_bins)):  # fmt: skip
+                        ("num_pilot_steps", num_pilot_steps), ("num_bins", num_bins),
+                        ("max_num_steps", max_num_steps)):  # fmt: skip
         if value is not None:
             _integer(name, value, 1)
     for name, value in (("max_gradients", max_gradients), ("target_se", target_se)):

@@ -117,7 +117,7 @@ def chain_results(out, reverse, target, betas, settings, num_chains, wall):
             trace=trace,
             particle_nonfinite=np.asarray(out.particle_nonfinite)[part],
             log_z_initial=target.log_z_initial,
-            settings=dict(settings, chain=c) if num_chains > 1 else settings,
+            settings=settings.replace(chain=c) if num_chains > 1 else settings,
             wall_time=wall / num_chains,
             reverse_log_weights=None if reverse is None else np.asarray(reverse.log_weights),
         ))  # fmt: skip

@@ -43,25 +43,9 @@ Example
 (True, False)
 """
 
-import importlib
-import warnings
-
 from .checks import CrossCheck
 from .result import BridgeResult
 from .sampling import MIN_DRAWS, bridge_sampling
 
 __all__ = ["BridgeResult", "CrossCheck", "bridge_sampling", "MIN_DRAWS"]
 
-
-def __getattr__(name):
-    # ``bridge_evidence`` runs the evidence workflow, which sits above this package: it lives in
-    # :mod:`ppl_hais.workflow.model_bridge`; the old spelling still resolves, with a warning
-    if name == "bridge_evidence":
-        warnings.warn(
-            "ppl_hais.workflow.model_bridge.bridge_evidence moved to "
-            "ppl_hais.workflow.model_bridge.bridge_evidence",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return importlib.import_module("ppl_hais.workflow.model_bridge").bridge_evidence
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..checks import diagnostics
+from ..checks.record import Check
 from ..stats.estimators import disagreement
 
 __all__ = ["CrossCheck", "bridge_checks", "cross_checks", "tolerance"]
@@ -53,37 +54,42 @@ _REMEDY = (
 def bridge_checks(
     *, divergences=None, num_draws=0, num_chains=1, converged=True, max_iter=1000, min_ess=None,
     rhat=None, chain_log_z=None, chain_log_z_se=None,
-) -> tuple[str, ...]:  # fmt: skip
-    """The failed checks of a bridge estimate, each one sentence with its remedy."""
+) -> tuple[Check, ...]:  # fmt: skip
+    """The failed checks of a bridge estimate (:class:`~ppl_hais.checks.record.Check`), each
+    stating its figure and remedy."""
     out = []
     if divergences and divergences > DIVERGENCE_WARN * max(num_draws, 1):
-        out.append(
-            f"divergences: {divergences} of the {num_draws} draws followed divergent "
+        out.append(Check(
+            "divergences",
+            f"{divergences} of the {num_draws} draws followed divergent "
             f"transitions (> {DIVERGENCE_WARN:.1%}): the sampler could not enter regions of "
             "high curvature (a funnel's neck), so the draws, and an estimate built on them, "
             "miss their mass. Remedy: a non-centered parameterization, a higher target_accept; "
-            "or the annealing estimate, which needs no draws."
-        )
+            "or the annealing estimate, which needs no draws.", figure=divergences,
+        ))
     if not converged:
-        out.append(
-            f"converged: the bridge's fixed-point iteration did not settle in {max_iter} steps: "
+        out.append(Check(
+            "converged",
+            f"the bridge's fixed-point iteration did not settle in {max_iter} steps: "
             "the proposal and the posterior barely overlap, so the estimate is meaningless and "
-            "its SE is reported as inf. Remedy: method='warp3', or the annealing estimate."
-        )
+            "its SE is reported as inf. Remedy: method='warp3', or the annealing estimate.",
+        ))
     least = ESS_WARN_PER_CHAIN * max(int(num_chains), 1)
     if min_ess is not None and not min_ess >= least:
-        out.append(
-            f"ess: the draws' effective sample size is {min_ess:.0f} in their worst coordinate "
+        out.append(Check(
+            "ess",
+            f"the draws' effective sample size is {min_ess:.0f} in their worst coordinate "
             f"(< {least:.0f}, {ESS_WARN_PER_CHAIN:.0f} per chain in the half that enters the "
             "bridge): the chains mix too slowly for the draws, or the error bar, to be trusted. "
-            f"Remedy: {_REMEDY}."
-        )
+            f"Remedy: {_REMEDY}.", figure=min_ess,
+        ))
     if rhat is not None and np.isfinite(rhat) and rhat >= RHAT_WARN:
-        out.append(
-            f"rhat: split-R̂ = {rhat:.3f} (≥ {RHAT_WARN}): the chains disagree about the posterior "
+        out.append(Check(
+            "rhat",
+            f"split-R̂ = {rhat:.3f} (≥ {RHAT_WARN}): the chains disagree about the posterior "
             "(a mode some chains missed, or chains not yet converged), so the draws cannot stand "
-            f"for it. Remedy: {_REMEDY}."
-        )
+            f"for it. Remedy: {_REMEDY}.", figure=rhat,
+        ))
     if chain_log_z is not None:
         ratio = disagreement(chain_log_z, chain_log_z_se)
         if np.isfinite(ratio) or np.isinf(ratio):
@@ -99,7 +105,7 @@ def tolerance(*ses) -> float:
     return max(CROSS_FLOOR, 3.0 * float(np.sqrt(np.sum(np.square(ses))))) if ses else np.inf
 
 
-def cross_checks(log_z, log_z_se, cc: CrossCheck) -> tuple[str, ...]:
+def cross_checks(log_z, log_z_se, cc: CrossCheck) -> tuple[Check, ...]:
     """The cross-check's failed checks: the bridge estimate below the forward anneal's (a
     stochastic lower bound), above the reverse anneal's from the same draws, or the reverse
     anneal below the forward one (the draws miss mass the forward anneal found)."""
@@ -108,22 +114,27 @@ def cross_checks(log_z, log_z_se, cc: CrossCheck) -> tuple[str, ...]:
     out = []
     lower, upper = cc.log_z_forward, cc.log_z_reverse
     if lower - log_z > tol(log_z_se, cc.log_z_forward_se):
-        out.append(
-            f"cross_check: the bridge estimate lies {lower - log_z:.2f} nats below the forward "
+        out.append(Check(
+            "cross_check",
+            f"the bridge estimate lies {lower - log_z:.2f} nats below the forward "
             "anneal's, a stochastic lower bound of log Z that needs no draws: the draws miss "
             f"posterior mass (a mode, a tail, a funnel's neck), and the estimate is at least "
-            f"about {lower - log_z:.2f} nats too low. Remedy: {_REMEDY}."
-        )
+            f"about {lower - log_z:.2f} nats too low. Remedy: {_REMEDY}.",
+            figure=lower - log_z, short=lower - log_z,
+        ))
     if log_z - upper > tol(log_z_se, cc.log_z_reverse_se):
-        out.append(
-            f"cross_check: the bridge estimate lies {log_z - upper:.2f} nats above the reverse "
+        out.append(Check(
+            "cross_check",
+            f"the bridge estimate lies {log_z - upper:.2f} nats above the reverse "
             "anneal from the same draws (an upper bound of log Z when the draws are exact): "
-            f"the proposal or the draws misrepresent the posterior. Remedy: {_REMEDY}."
-        )
+            f"the proposal or the draws misrepresent the posterior. Remedy: {_REMEDY}.",
+            figure=log_z - upper, over=log_z - upper,
+        ))
     if lower - upper > tol(cc.log_z_forward_se, cc.log_z_reverse_se):
-        out.append(
-            f"cross_check: the reverse anneal from the draws lies {lower - upper:.2f} nats "
+        out.append(Check(
+            "cross_check",
+            f"the reverse anneal from the draws lies {lower - upper:.2f} nats "
             "below the forward anneal: the draws do not cover the posterior the forward anneal "
-            f"found (a missed mode or tail). Remedy: {_REMEDY}."
-        )
+            f"found (a missed mode or tail). Remedy: {_REMEDY}.", figure=lower - upper,
+        ))
     return tuple(out)

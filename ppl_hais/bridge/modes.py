@@ -28,6 +28,8 @@ import numpy as np
 from scipy import stats
 from scipy.special import logsumexp
 
+from ..checks.record import Check
+
 __all__ = ["ModeCheck", "VISITED_QUANTILE", "mode_check", "unvisited_modes"]
 
 VISITED_QUANTILE = 0.999  # a draw inside a mode's ellipsoid of this probability visits it
@@ -59,16 +61,17 @@ def unvisited_modes(draws, means, scale_trils, log_masses, log_z) -> ModeCheck:
     return ModeCheck(len(visited), int(sum(visited)), missing_log_mass, shortfall)
 
 
-def mode_check(found: ModeCheck, log_z_se: float) -> tuple[str, ...]:
+def mode_check(found: ModeCheck, log_z_se: float) -> tuple[Check, ...]:
     """The ``modes`` check: a failed one when the unvisited modes' share exceeds the estimate's
     noise (two SEs) and ``SHORTFALL_FLOOR``."""
     if not found.shortfall > max(SHORTFALL_FLOOR, 2.0 * log_z_se):
         return ()
-    return (
-        f"modes: a mode search found {found.num_modes} modes and the draws visit "
+    return (Check(
+        "modes",
+        f"a mode search found {found.num_modes} modes and the draws visit "
         f"{found.num_visited}; by their Laplace approximations the others hold enough mass "
         f"that the estimate may be about {found.shortfall:.3f} nats too low (its SE "
         f"{log_z_se:.3f} knows only the draws). Remedy: chains started in every mode, or the "
         "evidence by annealing from the prior or the fitted modes (php.sample_hais(), "
-        "phn.HAIS(model)), whose start covers them.",
-    )
+        "phn.HAIS(model)), whose start covers them.", figure=found.num_modes - found.num_visited,
+        short=found.shortfall),)

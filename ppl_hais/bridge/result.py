@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks.record import names
 from ..model.observed import ObservedData
 from ..model.target import Gaussian
 from .checks import CrossCheck, tolerance
@@ -120,7 +121,7 @@ class BridgeResult:
             noise = tolerance(self.log_z_se, self.cross_check.log_z_forward_se)
             stated.append(float(below) if below > noise else 0.0)
         if self.modes is not None:
-            failed = any(c.startswith("modes:") for c in self.checks)
+            failed = "modes" in names(self.checks)
             stated.append(self.modes.shortfall if failed else 0.0)
         return max(stated) if stated else float("nan")
 

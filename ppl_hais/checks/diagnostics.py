@@ -43,26 +43,22 @@ Example
 >>> rng = np.random.default_rng(0)
 >>> diagnostics.pareto_khat(rng.normal(size=1000)) < diagnostics.KHAT_WARN  # light tail
 True
->>> diagnostics.evidence_checks(khat=0.9, ess=5.0, num_particles=100)[0].split(":")[0]
+>>> diagnostics.evidence_checks(khat=0.9, ess=5.0, num_particles=100)[0].name
 'pareto_k'
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import warnings
-from collections.abc import Sequence
-
 import numpy as np
 
 from ..stats.estimators import EXCESS_TOP, importance_ess, log_mean_exp_se, pool
 from ..stats.weights import MIN_PARTICLES_KHAT, lag_correlation, outside_fraction, pareto_khat
+from .record import Check, EvidenceWarning, user_stacklevel, warn
 
 __all__ = [
-    "EvidenceWarning", "KHAT_UNRELIABLE", "KHAT_WARN", "ESS_FRACTION", "bias_below",
+    "Check", "EvidenceWarning", "KHAT_UNRELIABLE", "KHAT_WARN", "ESS_FRACTION", "bias_below",
     "evidence_checks", "importance_ess", "khat_applies", "lag_correlation", "outside_fraction",
-    "log_mean_exp_se", "pareto_khat", "pool", "warn",
+    "log_mean_exp_se", "pareto_khat", "pool", "user_stacklevel", "warn",
 ]  # fmt: skip
 
 KHAT_WARN = 0.5  # above: the weights' variance is probably infinite (PSIS)
@@ -85,10 +81,6 @@ OUTSIDE_WARN = 0.1  # the lag check applies when this fraction of the final part
 # outside the initial distribution's central 95% (twice the 5% of the initial draws)
 
 
-class EvidenceWarning(UserWarning):
-    """An evidence estimate whose diagnostics say it cannot be trusted as reported."""
-
-
 def _too_high(up, max_weight, num_particles) -> str:
     """The clause a weight check adds when a few particles' weights may have lifted the
     estimate: by :func:`~ppl_hais.stats.estimators.excess`, at least ``EXCESS_STATE`` nats."""
@@ -103,6 +95,11 @@ def _too_high(up, max_weight, num_particles) -> str:
         f"; or up to {up:.2f} nats too high: the estimate falls by that much without its "
         f"{EXCESS_TOP} largest weights{carried}"
     )
+
+
+def _stated(excess) -> float:
+    """The excess a weight check states (NaN below :data:`EXCESS_STATE`: none stated)."""
+    return float(excess) if excess is not None and excess >= EXCESS_STATE else float("nan")
 
 
 def khat_applies(khat, max_weight=None) -> bool:
@@ -154,8 +151,9 @@ def evidence_checks(
     outside: float | None = None,
     discrete_acceptance: float | None = None,
     remedy: str | None = None,
-) -> tuple[str, ...]:
-    """The failed trust checks of an evidence estimate, each as one sentence with its remedy.
+) -> tuple[Check, ...]:
+    """The failed trust checks of an evidence estimate, each a :class:`~.record.Check` whose
+    sentence states its figure and remedy.
 
     Each check runs when its figure is given: ``khat`` (Pareto k̂ of the weights; ignored when
     ``max_weight``, :func:`~ppl_hais.stats.estimators.max_relative_weight`, shows no tail:
@@ -191,109 +189,124 @@ def evidence_checks(
         _discrete_check(discrete_acceptance),
         _chains_check(disagreement, more),
     ]
-    return tuple(sentence for sentence in out if sentence)
+    return tuple(check for check in out if check is not None)
 
 
-def _khat_check(khat, max_weight, excess, num_particles, more) -> str | None:
+def _khat_check(khat, max_weight, excess, num_particles, more) -> Check | None:
     if khat is None:
         return None
     if np.isnan(khat):
-        return (
-            f"pareto_k: k̂ cannot be estimated from {num_particles} particles (fewer than "
+        return Check(
+            "pareto_k",
+            f"k̂ cannot be estimated from {num_particles} particles (fewer than "
             f"{MIN_PARTICLES_KHAT}), so the tail of the weights and the error bar are unchecked. "
-            "Remedy: more particles."
+            "Remedy: more particles.",
         )
     if khat == np.inf:
-        return (
-            f"pareto_k: Pareto k̂ = {khat} (fewer than 5 non-zero weights to fit a "
+        return Check(
+            "pareto_k",
+            f"Pareto k̂ = {khat} (fewer than 5 non-zero weights to fit a "
             f"tail): the weights have collapsed; the error bar is meaningless. "
-            f"Remedy: {more}."
+            f"Remedy: {more}.", figure=khat,
         )
     if not khat_applies(khat, max_weight):
         return None  # bounded weights: the tail fit has nothing to judge
     if khat >= KHAT_UNRELIABLE:
-        return (
-            f"pareto_k: Pareto k̂ = {khat:.2f} ≥ {KHAT_UNRELIABLE}: the importance weights are "
+        return Check(
+            "pareto_k",
+            f"Pareto k̂ = {khat:.2f} ≥ {KHAT_UNRELIABLE}: the importance weights are "
             "so heavy-tailed that the estimate is unreliable (typically too low) and its "
             f"standard error is reported as inf{_too_high(excess, max_weight, num_particles)}. "
-            f"Remedy: {more}."
+            f"Remedy: {more}.", figure=khat, over=_stated(excess),
         )
     if khat >= KHAT_WARN:
-        return (
-            f"pareto_k: Pareto k̂ = {khat:.2f} ≥ {KHAT_WARN}: the importance weights probably "
+        return Check(
+            "pareto_k",
+            f"Pareto k̂ = {khat:.2f} ≥ {KHAT_WARN}: the importance weights probably "
             "have an infinite variance, so the standard error understates the error and the "
             "estimate is likely biased low (heavy tails or regions the particles rarely "
             f"reach){_too_high(excess, max_weight, num_particles)}. Remedy: {more}; an initial "
-            "distribution with heavier tails (initial='laplace_t')."
+            "distribution with heavier tails (initial='laplace_t').", figure=khat,
+            over=_stated(excess),
         )
     return None
 
 
-def _ess_check(ess, num_particles, se_valid, more) -> str | None:
+def _ess_check(ess, num_particles, se_valid, more) -> Check | None:
     if ess is None:
         return None
     if np.isfinite(ess) and ess < ESS_FRACTION * num_particles and not se_valid:
-        return (
-            f"ess: importance ESS = {ess:.1f} of {num_particles} particles "
-            f"(< {ESS_FRACTION:.0%}): few particles carry the estimate. Remedy: {more}."
+        return Check(
+            "ess",
+            f"importance ESS = {ess:.1f} of {num_particles} particles "
+            f"(< {ESS_FRACTION:.0%}): few particles carry the estimate. Remedy: {more}.",
+            figure=ess,
         )
     if not np.isfinite(ess):
-        return f"ess: the importance ESS is {ess} (no finite weight). Remedy: {more}."
+        return Check("ess", f"the importance ESS is {ess} (no finite weight). Remedy: {more}.",
+                     figure=ess)  # fmt: skip
     return None
 
 
-def _nonfinite_check(num_nonfinite, num_evaluations, nonfinite_weighted) -> str | None:
+def _nonfinite_check(num_nonfinite, num_evaluations, nonfinite_weighted) -> Check | None:
     share = num_nonfinite / num_evaluations if num_nonfinite and num_evaluations else 0.0
     if not (share if nonfinite_weighted is None else nonfinite_weighted) > NONFINITE_WARN:
         return None
     weighted = ("" if nonfinite_weighted is None else
                 f"; {nonfinite_weighted:.1%} weighed by the particles' final weights")
-    return (
-        f"nonfinite: {num_nonfinite} proposals had a NaN/inf density or gradient "
+    return Check(
+        "nonfinite",
+        f"{num_nonfinite} proposals had a NaN/inf density or gradient "
         f"({share:.1%}{weighted}): the model is not finite where the particles go. "
-        "Remedy: check the model's support and parameterization."
+        "Remedy: check the model's support and parameterization.",
+        figure=share if nonfinite_weighted is None else nonfinite_weighted,
     )
 
 
-def _gap_check(gap, gap_se, more) -> str | None:
+def _gap_check(gap, gap_se, more) -> Check | None:
     if gap is not None and np.isfinite(gap):
         tol = max(GAP_FLOOR, 3.0 * (gap_se if gap_se is not None and np.isfinite(gap_se) else 0))
         if abs(gap) > tol:
-            return (
-                f"bidirectional_gap: the reverse (upper) estimate exceeds the forward (lower) one "
+            return Check(
+                "bidirectional_gap",
+                f"the reverse (upper) estimate exceeds the forward (lower) one "
                 f"by {gap:.3f} nats (> {tol:.3f}): the annealing is far from equilibrium and "
-                f"log Z may be anywhere in between. Remedy: {more}."
+                f"log Z may be anywhere in between. Remedy: {more}.", figure=gap, short=gap,
             )
     elif gap is not None:
-        return f"bidirectional_gap: the gap is {gap}: the reverse run failed. Remedy: {more}."
+        return Check("bidirectional_gap", f"the gap is {gap}: the reverse run failed. Remedy: "
+                     f"{more}.", figure=gap)  # fmt: skip
     return None
 
 
-def _bias_check(bias_gap, bias_gap_se, more) -> str | None:
+def _bias_check(bias_gap, bias_gap_se, more) -> Check | None:
     if bias_gap is None:
         return None
     if not np.isfinite(bias_gap):
-        return (
-            f"bias: the reverse anneal of the bias check gave {bias_gap} (no finite weight): the "
-            f"posterior draws it started from lie where the path cannot reach. Remedy: {more}."
+        return Check(
+            "bias",
+            f"the reverse anneal of the bias check gave {bias_gap} (no finite weight): the "
+            f"posterior draws it started from lie where the path cannot reach. Remedy: {more}.",
+            figure=bias_gap, short=np.inf,
         )
     noise = bias_gap_se if bias_gap_se is not None and np.isfinite(bias_gap_se) else 0.0
     tol = max(BIAS_FLOOR, BIAS_NOISE * noise)
     if not bias_gap > tol:
         return None
-    return (
-        f"bias: the reverse anneal from MCMC posterior draws is {bias_gap:.2f} nats "
+    return Check(
+        "bias",
+        f"the reverse anneal from MCMC posterior draws is {bias_gap:.2f} nats "
         f"above the estimate (more than {tol:.2f}, {BIAS_NOISE:g} times its noise): the "
         f"estimate may be up to {2 * bias_gap:.2f} nats too low (log Z lies between the "
         "two when the draws are exact; draws that miss mass too make the gap smaller "
         "than the shortfall, by up to half on a funnel). Remedy: more temperatures or "
         "leapfrog steps per temperature (num_leapfrog), an initial distribution as wide "
         "and heavy-tailed as the posterior; for a funnel, a non-centered "
-        "parameterization."
+        "parameterization.", figure=bias_gap, short=2 * bias_gap,
     )
 
 
-def _lag_check(lag, outside, khat, max_weight, num_particles) -> str | None:
+def _lag_check(lag, outside, khat, max_weight, num_particles) -> Check | None:
     lag_limit = lag_threshold(num_particles, khat if khat_applies(khat, max_weight) else None)
     beyond = outside is None or not np.isfinite(outside) or outside >= OUTSIDE_WARN
     if not (lag is not None and np.isfinite(lag) and lag >= lag_limit and beyond):
@@ -304,38 +317,43 @@ def _lag_check(lag, outside, khat, max_weight, num_particles) -> str | None:
         if outside is None or not np.isfinite(outside)
         else f"; {outside:.0%} of them ended outside the initial distribution's central 95%"
     )
-    return (
-        f"lag: the final particles still predict their weights (rank correlation "
+    return Check(
+        "lag",
+        f"the final particles still predict their weights (rank correlation "
         f"{lag:.2f} ≥ {lag_limit:.2f} between the log weights and log f − log q"
         f"{with_k}{where}): the transitions did not keep up with the annealing, so mass the "
         "particles never reached (tails heavier than the initial distribution's, a funnel's "
         "neck, a target much wider than the start) is missing and the estimate is probably "
         "too low by more than its SE. Remedy: an initial distribution at least as wide and "
         "heavy-tailed as the target (initial='laplace_t'), more temperatures or leapfrog steps "
-        "per temperature (num_leapfrog); for a funnel, a non-centered parameterization."
+        "per temperature (num_leapfrog); for a funnel, a non-centered parameterization.",
+        figure=lag,
     )
 
 
-def _discrete_check(discrete_acceptance) -> str | None:
+def _discrete_check(discrete_acceptance) -> Check | None:
     if discrete_acceptance is None or discrete_acceptance >= DISCRETE_ACCEPT_WARN:
         return None
-    return (
-        f"discrete: the Metropolis moves of the integer coordinates were taken in "
+    return Check(
+        "discrete",
+        f"the Metropolis moves of the integer coordinates were taken in "
         f"{discrete_acceptance:.2%} of the steps (< {DISCRETE_ACCEPT_WARN:.1%}): those "
         "coordinates hardly leave their initial draws, so the annealing cannot follow the "
         "posterior in them and the estimate may miss most of its mass. Remedy: marginalize "
         "the discrete variable out (a sum in the model, or NumPyro's enumeration), or "
-        "reparameterize it so that neighbouring values are both plausible."
+        "reparameterize it so that neighbouring values are both plausible.",
+        figure=discrete_acceptance,
     )
 
 
-def _chains_check(disagreement, more) -> str | None:
+def _chains_check(disagreement, more) -> Check | None:
     if disagreement is None or not disagreement > 3.0:
         return None
-    return (
-        f"chains: the chains' estimates spread {disagreement:.1f}× more than their own "
+    return Check(
+        "chains",
+        f"the chains' estimates spread {disagreement:.1f}× more than their own "
         "error bars say (a mode or tail that some runs missed); the pooled SE uses the "
-        f"spread. Remedy: {more}."
+        f"spread. Remedy: {more}.", figure=disagreement,
     )
 
 
@@ -354,28 +372,3 @@ def bias_invalid(gap, gap_se) -> bool:
     its draws were no posterior draws (an MCMC chain that wandered where the density is tiny,
     its reverse weight dominating): it then bounds nothing, neither warns nor vouches."""
     return bool(gap < -max(BIAS_INVALID, 2 * BIAS_NOISE * (gap_se if gap_se < np.inf else 0)))
-
-
-def user_stacklevel() -> int:
-    """The stacklevel of the first frame outside ppl_hais (the core or the adapters), so the
-    warning points at the user's call, however many of our frames lie between."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package's root
-    ours = (here + os.sep, os.path.join(os.path.dirname(here), "adapters") + os.sep)
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(ours):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def warn(checks: Sequence[str], what: str = "log evidence", stacklevel: int | None = None,
-         note: str | None = None) -> None:  # fmt: skip
-    """Raise one :class:`EvidenceWarning` listing the failed checks (nothing if none failed),
-    then ``note`` (a remedy particular to the model), attributed to the user's call
-    (``stacklevel`` overrides)."""
-    if checks:
-        warnings.warn(
-            f"the {what} estimate failed {len(checks)} trust check(s):\n  - "
-            + "\n  - ".join(checks) + (f"\nFor this model: {note}" if note else ""),
-            EvidenceWarning,
-            stacklevel=stacklevel or user_stacklevel(),
-        )

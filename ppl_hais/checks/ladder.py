@@ -47,8 +47,7 @@ doubt of at most e^0.2 ≈ 1.22), or where the previous rung's bridge, an indepe
 within ``CLEAR_MOVE`` of it while what is missing can be sized (its SE carrying their spread); the
 checks go to ``Rung.cleared``, and from ``FIXED_NUM_STEPS`` temperatures on the ladder ends there
 (:func:`ends`): on the suite's funnel from N(0, I) NumPyro's calls right on 20 of 20 at a median
-3.5 M gradients, most ending at 4000 temperatures, where climbing to 16,000 had been right on 15
-(docs/trust_suite.md).
+3.5 M gradients, most ending at 4000 temperatures, where 16,000 had been right on 15.
 
 Example
 -------
@@ -59,8 +58,8 @@ Example
 ...          Rung(4000, -10.10, 0.02, ("lag",), float("nan"), 2_700_000, 0.6))
 >>> round(shortfall(rungs), 2)  # rose 0.2 over 4×; a bias shrinking by ¾ per 4× leaves 0.6
 0.6
->>> print(remaining_gap(rungs, max_gradients=3_000_000)[0][:63])
-converged: after 2 rungs (1000, 4000 temperatures; 2.7 M of max
+>>> remaining_gap(rungs, max_gradients=3_000_000)[0].name  # and its sentence states the 0.6
+'converged'
 """
 
 from __future__ import annotations
@@ -70,6 +69,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .diagnostics import BIAS_NOISE, EXCESS_STATE, bias_below
+from .record import Check
 
 __all__ = [
     "DEFAULT_BUDGET", "FIRST_NUM_STEPS", "FIXED_NUM_STEPS", "GROWTH", "Rung", "WEIGHT_CHECKS",
@@ -102,7 +102,7 @@ class Rung(NamedTuple):
     num_steps: int  # temperatures
     log_z: float
     log_z_se: float
-    checks: tuple[str, ...]  # names of the failed checks ("pareto_k", "lag", "bias", ...)
+    failed: tuple[str, ...]  # the failed checks' names ("pareto_k", "lag", "bias", ...)
     bias_gap: float  # the bias check's reverse estimate − log_z (NaN: not run)
     gradients: int  # model gradients spent by the call up to and including this rung
     wall_time: float  # seconds, cumulative
@@ -143,8 +143,8 @@ def clears(trajectory, alone: bool = False) -> bool:
         return False
     last = trajectory[-1]
     return bool(
-        last.checks
-        and all(c in WEIGHT_CHECKS for c in last.checks)
+        last.failed
+        and all(c in WEIGHT_CHECKS for c in last.failed)
         and abs(last.bias_gap) <= CLEAR_GAP  # False when NaN (no bias check)
         and last.bias_gap + BIAS_NOISE * last.bias_gap_se <= CLEAR_BOUND  # False when NaN
         and _highest_upper(trajectory) - last.log_z <= CLEAR_BOUND
@@ -164,7 +164,7 @@ def settled(rung) -> bool:
     *below* beyond its noise (:func:`~ppl_hais.checks.diagnostics.bias_below`) bounds nothing and is
     inconclusive too: on a non-centered horseshoe regression it was 284 nats under, and the
     rung 0.40 nat low."""
-    if rung.checks:
+    if rung.failed:
         return False
     gap, se = rung.bias_gap, rung.bias_gap_se
     return not (rung.num_steps < FIXED_NUM_STEPS
@@ -176,7 +176,7 @@ def ends(trajectory) -> bool:
     temperatures or more, it fails a check but its bridge comes without a warning
     (:func:`bridge_clears`; module docstring)."""
     last = trajectory[-1]
-    return settled(last) or bool(last.checks and last.num_steps >= FIXED_NUM_STEPS
+    return settled(last) or bool(last.failed and last.num_steps >= FIXED_NUM_STEPS
                                  and np.isfinite(last.bridge) and bridge_clears(trajectory))
 
 
@@ -188,15 +188,15 @@ def needs_local_steps(trajectory) -> bool:
     switch lowered the estimate), and the switch is not yet on. On the trust suite every funnel
     run met it, no banana or centered-funnel run (docs/trust_suite.md)."""
     last = trajectory[-1]
-    return bool(last.num_steps >= FIXED_NUM_STEPS and {"bias", "lag"} <= set(last.checks)
+    return bool(last.num_steps >= FIXED_NUM_STEPS and {"bias", "lag"} <= set(last.failed)
                 and last.bias_gap > CLEAR_BOUND and not last.local_steps
                 and not unsizable(trajectory))  # fmt: skip
 
 
 def _highest_upper(trajectory) -> float:
     """The highest upper estimate (log Ẑ + its bias check's gap) of the rungs (-inf: none)."""
-    uppers = [r.log_z + r.bias_gap for r in trajectory if np.isfinite(r.bias_gap)]
-    return max(uppers, default=-np.inf)
+    return max((r.log_z + r.bias_gap for r in trajectory if np.isfinite(r.bias_gap)),
+               default=-np.inf)  # fmt: skip
 
 
 def cleared_se(trajectory, se_delta: float) -> float:
@@ -221,7 +221,7 @@ def unsizable(trajectory) -> bool:
     last = trajectory[-1]
     rungs = [r for r in trajectory[:-1] if r.num_steps >= FIXED_NUM_STEPS] + [last]
     lagged = max((r.lag for r in rungs if np.isfinite(r.lag)), default=np.nan)
-    return bool(last.checks) and last.outside >= CLEAR_OUTSIDE and lagged >= CLEAR_LAG
+    return bool(last.failed) and last.outside >= CLEAR_OUTSIDE and lagged >= CLEAR_LAG
 
 
 def shortfall(trajectory) -> float:
@@ -327,19 +327,18 @@ def bridge_se(trajectory) -> float:
     return float(np.hypot(np.hypot(last.bridge_se, below), doubt))
 
 
-def remaining_gap(trajectory, *, max_gradients, bridge=None) -> tuple[str, ...]:
+def remaining_gap(trajectory, *, max_gradients, bridge=None) -> tuple[Check, ...]:
     """The ``converged`` check of a ladder whose last rung failed a check (else empty): the
     remaining error in nats (:func:`shortfall`); about ``bridge`` where it is the estimate."""
     last = trajectory[-1]
-    if not last.checks:
+    if not last.failed:
         return ()
     steps = ", ".join(f"{r.num_steps}{' (local steps)' if r.local_steps else ''}"
                       for r in trajectory)  # fmt: skip
     spent = (f"after {len(trajectory)} rung{'s' if len(trajectory) > 1 else ''} ({steps} "
              f"temperatures; {last.gradients / 1e6:.1f} M of max_gradients="
              f"{max_gradients / 1e6:.1f} M gradients)")  # fmt: skip
-    parts = []
-    move, noise = _moved(trajectory)
+    parts, (move, noise) = [], _moved(trajectory)
     if len(trajectory) > 1:
         how = (" (its noise is not estimable: SE = inf)" if not np.isfinite(noise)
                else f" (± {noise:.2f}): it is still converging" if abs(move) > MOVED * noise
@@ -392,9 +391,10 @@ def remaining_gap(trajectory, *, max_gradients, bridge=None) -> tuple[str, ...]:
             f"reverse anneal ({last.log_z + last.bias_gap:.3f}) by Bennett's acceptance ratio: "
             f"by the same figures it may be {below} or up to {high:.2f} nats too high"
         )
-    return (
-        f"converged: {spent} the checks {', '.join(last.checks)} still fail; {said}: {verdict}. "
-        "Remedy: a larger max_gradients, an initial distribution as wide and heavy-tailed as "
-        "the posterior, more leapfrog steps (num_leapfrog); for a funnel, a non-centered "
-        "parameterization.",
-    )
+    short = low if bridge is not None or not unsizable(trajectory) else np.inf
+    over = high if bridge is not None else last.excess
+    return (Check("converged", f"{spent} the checks {', '.join(last.failed)} still fail; {said}: "
+                  f"{verdict}. Remedy: a larger max_gradients, an initial distribution as wide and "
+                  "heavy-tailed as the posterior, more leapfrog steps (num_leapfrog); for a "
+                  "funnel, a non-centered parameterization.", short=short,
+                  over=over if over >= EXCESS_STATE else np.nan),)  # fmt: skip

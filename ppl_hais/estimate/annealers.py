@@ -35,6 +35,7 @@ from ..mcmc import fast_random
 from ..model.schedules import adaptive_schedule, make_schedule
 from ..model.target import AnnealingTarget
 from ..results.result import AISResult
+from ..results.settings import RunSettings
 from ..runtime.names import suggest_keywords
 from ..runtime.precision import float64
 from ..stats.estimators import systematic
@@ -116,8 +117,8 @@ def ais(
         Where the main run's particles go: sharded over these devices (default: every local
         device of the default backend; on CPU one device, with particle groups on threads,
         which measured faster than host devices). The same key gives the
-        same estimate on 1 or k devices; ``settings["num_devices"]`` records k and
-        ``settings["particles_per_device"]`` the rows each device held.
+        same estimate on 1 or k devices; ``settings.num_devices`` records k and
+        ``settings.particles_per_device`` the rows each device held.
 
     num_chains : int
         Independent estimates from one call: the main run anneals ``num_chains ×
@@ -212,7 +213,7 @@ def anneal(rng_key, target: AnnealingTarget, kernel: TransitionKernel, options: 
         reverse = _reverse_run(key_reverse, target, kernel, betas, (ref_betas, ref_log_step),
                                out, reverse_from, tuning)  # fmt: skip
     wall = time.perf_counter() - start
-    settings = dict(
+    settings = RunSettings(
         kernel=kernel.name,
         num_particles=num_particles,
         num_steps=len(betas) - 1,
@@ -225,17 +226,16 @@ def anneal(rng_key, target: AnnealingTarget, kernel: TransitionKernel, options: 
         num_pilot_particles=num_pilot,
         num_devices=len(devices),
         # rows of the main run's particles on each device of this process, as XLA placed them
-        particles_per_device=list(out.particles_per_device),
-    )
-    if kernel.name.endswith("+discrete"):
-        settings["discrete_acceptance"] = float(out.gradients[2]) / max(len(betas) - 1, 1)
-    if reverse is not None:
-        settings["num_reverse_particles"] = int(reverse.log_weights.shape[0])
-        settings["reverse_from"] = "exact draws" if bidirectional is False else "own particles"
-    if num_chains > 1:
-        settings["num_chains"] = num_chains
+        particles_per_device=tuple(out.particles_per_device),
+        discrete_acceptance=(float(out.gradients[2]) / max(len(betas) - 1, 1) if kernel.discrete
+                             else None),
+        num_reverse_particles=None if reverse is None else int(reverse.log_weights.shape[0]),
+        reverse_from=(None if reverse is None else "exact draws" if bidirectional is False
+                      else "own particles"),
+        num_chains=num_chains,
+    )  # fmt: skip
     results = chain_results(out, reverse, target, betas, settings, num_chains, wall)
-    if bias_check and reverse is None and not kernel.name.endswith("+discrete"):
+    if bias_check and reverse is None and not kernel.discrete:
         if bias_check is True or needs_check(results):
             key = fast_random.host_fold_in(rng_key, BIAS_STREAM)
             check = check_bias(key, target, results, pilot, kernel=kernel, step_size=step_size)

@@ -271,7 +271,7 @@ def check_bias(
     key_pick, key_mcmc, key_rev = host_split(rng_key, 3)
     # a forward run with local steps (a funnel's neck) gets half its draws from its own
     # transition at β = 1 (:func:`_own_draws`); their bridge and the MCMC's are compared below
-    own = kernel is not None and kernel.name.endswith("_local") and pilot is not None  # hais_kernel
+    own = kernel is not None and kernel.local_steps and pilot is not None
     num_chains = max(int(num_draws) // (4 if own else 2), 2)
     idx = estimators.systematic(log_w, num_chains, host_uniform(key_pick))
     mcmc = mcmc_sample(
@@ -391,10 +391,10 @@ def reverse_anneal(
 
 def with_bias(result: AISResult, check: BiasCheck) -> AISResult:
     """``result`` with the check's reverse estimate as ``log_z_upper``, its failed check added,
-    and the check in ``settings["bias_check"]``."""
+    and the check in ``settings.bias_check``."""
     checks = diagnostics.evidence_checks(bias_gap=check.gap, bias_gap_se=check.gap_se)
     return dataclasses.replace(
         result, log_z_upper=check.log_z_upper, log_z_upper_se=check.log_z_upper_se,
         checks=tuple(result.checks) + checks,
-        settings=dict(result.settings, bias_check=dict(check._asdict(), note=check.note)),
+        settings=result.settings.replace(bias_check=dict(check._asdict(), note=check.note)),
     )  # fmt: skip

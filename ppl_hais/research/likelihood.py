@@ -277,10 +277,10 @@ def _warn_per_datum(checks, khat) -> None:
     failed = [i for i, c in enumerate(checks) if c]
     if not failed:
         return
-    names = sorted({c.split(":")[0] for i in failed for c in checks[i]})
+    which = ", ".join(sorted({c.name for i in failed for c in checks[i]}))
     worst = max(failed, key=lambda i: (np.nan_to_num(khat[i], nan=np.inf), len(checks[i])))
     lines = [
-        f"{len(failed)} of {len(checks)} data failed ({', '.join(names)}); datum {worst}, the "
+        f"{len(failed)} of {len(checks)} data failed ({which}); datum {worst}, the "
         "worst: " + checks[worst][0]
     ] + list(checks[worst][1:])
     warn(lines, what="log likelihood")

@@ -13,6 +13,6 @@ Example
 True
 """
 
-from . import arviz, plots
+from . import arviz, plots, settings
 
-__all__ = ["arviz", "plots"]
+__all__ = ["arviz", "plots", "settings"]

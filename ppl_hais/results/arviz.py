@@ -29,10 +29,12 @@ import xarray as xr
 
 from ..checks.diagnostics import pool
 from ..checks.ladder import shortfall
+from ..checks.record import names
 
 __all__ = [
     "ARVIZ_1",
     "assemble",
+    "check_attrs",
     "dataset",
     "from_ais",
     "from_mcmc",
@@ -224,7 +226,7 @@ def sample_stats_dataset(
     if bias is not None and bias.note:  # the check's draws were redrawn, or it could not run
         ds.attrs["bias_check_note"] = bias.note
     if trajectory:
-        ds.attrs["ladder_checks"] = "\n".join(",".join(r.checks) for r in trajectory)
+        ds.attrs["ladder_checks"] = "\n".join(",".join(r.failed) for r in trajectory)
         ds.attrs["gradients"] = int(trajectory[-1].gradients)
         ds.attrs["shortfall"] = shortfall(trajectory)
         ds.attrs["excess"] = float(trajectory[-1].excess)
@@ -236,9 +238,15 @@ def sample_stats_dataset(
         if evidence.observed_data is not None:  # what it conditions on (compare_evidence)
             ds.attrs.update(evidence.observed_data.attrs())
     if checks is None:
-        checks = [msg for r in results for msg in r.checks]
-    ds.attrs["evidence_checks"] = "\n".join(checks)
+        checks = [check for r in results for check in r.checks]
+    ds.attrs.update(check_attrs(checks))
     return ds
+
+
+def check_attrs(checks) -> dict:
+    """The failed checks as attributes: their sentences one per line (``evidence_checks``)
+    and their names (``evidence_check_names``, comma-separated), for code to read."""
+    return {"evidence_checks": "\n".join(checks), "evidence_check_names": ",".join(names(checks))}
 
 
 def _data_groups(observed_data, constant_data, coords, dims):
@@ -284,8 +292,8 @@ def from_ais(
         groups["log_likelihood"] = dataset(log_likelihood, coords=coords, dims=dims)
     groups.update(_data_groups(observed_data, constant_data, coords, dims))
     all_attrs = _library_attrs(library)
-    settings = dict(results[0].settings) if results else {}
-    all_attrs.update({f"hais_{k}": str(v) for k, v in settings.items()})
+    if results:
+        all_attrs.update({f"hais_{k}": v for k, v in results[0].settings.attrs().items()})
     if initial is not None:
         all_attrs["hais_initial"] = initial
     all_attrs.update(attrs or {})
@@ -345,7 +353,7 @@ def bridge_dataset(result) -> xr.Dataset:
         data["bias_gap"] = scalar(result.bias_gap)
     ds = xr.Dataset(data, coords={"chain": np.arange(len(result.chain_log_z))})
     ds.attrs.update(
-        evidence_checks="\n".join(result.checks), method=f"bridge_sampling:{result.method}",
+        **check_attrs(result.checks), method=f"bridge_sampling:{result.method}",
         converged=int(result.converged), num_draws=result.num_draws,
         num_proposal=result.num_proposal, evaluations=result.evaluations,
     )  # fmt: skip

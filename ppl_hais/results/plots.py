@@ -62,7 +62,7 @@ def _ladder(obj):
     if getattr(ev, "trajectory", None):
         t = ev.trajectory
         get = lambda f: np.array([getattr(r, f) for r in t], dtype=float)  # noqa: E731
-        warned = np.array([bool(r.checks) for r in t])
+        warned = np.array([bool(r.failed) for r in t])
         bridge = ((ev.log_z, ev.shortfall, ev.excess, ev.log_z_se, bool(ev.checks))
                   if ev.bridged else None)  # fmt: skip
         return get("num_steps"), get("log_z"), get("log_z_se"), get("bias_gap"), warned, bridge

@@ -30,6 +30,7 @@ from ..checks.diagnostics import (
     pareto_khat,
 )
 from ..stats.estimators import excess, max_relative_weight, systematic, weighted_nonfinite
+from .settings import RunSettings
 
 __all__ = ["AISResult", "AnnealingTrace", "AnnealingError", "InitialSupportError",
            "log_mean_exp_se"]
@@ -113,8 +114,9 @@ class AISResult:
         Shortcut for ``trace.acceptance_rate``.
     num_nonfinite : int
         Proposals rejected because a density or gradient was NaN/±inf.
-    settings : dict
-        The run's settings, including gradient evaluations per particle.
+    settings : RunSettings
+        The run's settings (:class:`~ppl_hais.results.settings.RunSettings`): its transition,
+        sizes, tuning and gradient evaluations per particle.
     """
 
     log_z: float
@@ -125,7 +127,7 @@ class AISResult:
     betas: np.ndarray
     trace: AnnealingTrace
     num_nonfinite: int = 0
-    settings: dict = field(default_factory=dict)
+    settings: RunSettings = RunSettings()
     wall_time: float = float("nan")
     pareto_k: float = float("nan")
     log_z_se_delta: float = float("nan")
@@ -150,7 +152,7 @@ class AISResult:
         num_nonfinite=0,
         particle_nonfinite=None,
         log_z_initial=0.0,
-        settings=None,
+        settings: RunSettings | None = None,
         wall_time=float("nan"),
         reverse_log_weights=None,
         final_log_ratio=None,
@@ -165,6 +167,7 @@ class AISResult:
         for the lag check. ``particle_nonfinite``: each particle's non-finite proposals (their
         sum replaces ``num_nonfinite``), which the nonfinite check weighs by the final weights.
         """
+        settings = RunSettings() if settings is None else settings
         lw = np.asarray(log_weights, dtype=float)
         n_nan = int(np.sum(np.isnan(lw)))
         lw = np.where(np.isnan(lw), -np.inf, lw)
@@ -214,8 +217,8 @@ class AISResult:
             gap_se=gap_se,
             lag=lag,
             outside=outside,
-            discrete_acceptance=(settings or {}).get("discrete_acceptance"),
-            remedy=(settings or {}).get("remedy"),
+            discrete_acceptance=settings.discrete_acceptance,
+            remedy=settings.remedy,
         )
         unreliable = khat_applies(khat, max_weight) and not khat < KHAT_UNRELIABLE
         return cls(
@@ -227,7 +230,7 @@ class AISResult:
             betas=np.asarray(betas),
             trace=trace,
             num_nonfinite=int(num_nonfinite) + n_nan,
-            settings=dict(settings or {}),
+            settings=settings,
             wall_time=float(wall_time),
             pareto_k=khat,
             log_z_se_delta=se,
@@ -247,7 +250,7 @@ class AISResult:
         """One result from independent forward runs over one schedule: their particles and
         weights together, as one run of all their particles would give (its trace: the runs'
         acceptance and step size averaged over their particles, summed ESS, pooled running
-        log Ẑ). ``settings["run_particles"]`` keeps the first run's size (the call's).
+        log Ẑ). ``settings.run_particles`` keeps the first run's size (the call's).
 
         >>> import jax, jax.numpy as jnp, ppl_hais as ph
         >>> t = ph.AnnealingTarget(log_density=lambda z: -0.5 * jnp.sum(z**2),
@@ -255,7 +258,7 @@ class AISResult:
         >>> runs = [ph.hais(jax.random.key(i), t, num_particles=64, num_steps=100,
         ...                 progress_bar=False) for i in range(2)]
         >>> both = ph.AISResult.pooled(runs)
-        >>> both.num_particles, both.settings["num_runs"], both.log_z_se < runs[0].log_z_se
+        >>> both.num_particles, both.settings.num_runs, both.log_z_se < runs[0].log_z_se
         (128, 2, True)
         """
         first = runs[0]
@@ -276,10 +279,9 @@ class AISResult:
         )
         outside = np.array([r.outside_initial for r in runs], float)
         seen = ~np.isnan(outside)
-        settings = dict(first.settings, num_particles=int(size.sum()),
-                        num_runs=sum(r.settings.get("num_runs", 1) for r in runs),
-                        run_particles=first.settings.get("run_particles",
-                                                         first.num_particles))  # fmt: skip
+        settings = first.settings.replace(
+            num_particles=int(size.sum()), num_runs=sum(r.settings.num_runs for r in runs),
+            run_particles=first.settings.run_particles or first.num_particles)  # fmt: skip
         return cls.from_log_weights(
             cat("log_weights"), particles=cat("particles"), betas=first.betas, trace=trace,
             num_nonfinite=sum(r.num_nonfinite for r in runs),
@@ -338,16 +340,16 @@ class AISResult:
         lines = [
             f"log Z = {self.log_z:.4f} ± {self.log_z_se:.4f} (delta-method SE"
             f"{'' if np.isfinite(self.log_z_se) else f' {self.log_z_se_delta:.4f} not valid'})",
-            f"  kernel={s.get('kernel')}  particles={self.num_particles}"
-            + (f" ({s['num_runs']} runs pooled)" if s.get("num_runs", 1) > 1 else "") + "  "
-            f"temperatures={len(self.betas) - 1}  schedule={s.get('schedule')}",
+            f"  kernel={s.kernel}  particles={self.num_particles}"
+            + (f" ({s.num_runs} runs pooled)" if s.num_runs > 1 else "") + "  "
+            f"temperatures={len(self.betas) - 1}  schedule={s.schedule}",
             f"  ESS = {self.ess:.1f} of {self.num_particles}  Pareto k = {self.pareto_k:.2f}  "
             f"lag = {self.lag:.2f}  acceptance: mean {np.mean(acc):.3f}, min {np.min(acc):.3f}",
             f"  step size: {np.min(self.trace.step_size):.3g} .. {np.max(self.trace.step_size):.3g}"
-            f" ({'tuned by pilot' if s.get('step_size') == 'auto' else 'fixed'})",
-            f"  gradients per particle: {s.get('gradients_per_particle', 0):.0f}"
-            f" (executed under vmap: {s.get('gradients_executed_per_particle', 0):.0f};"
-            f" +{s.get('pilot_gradients_per_particle', 0)} pilot)"
+            f" ({'tuned by pilot' if s.step_size == 'auto' else 'fixed'})",
+            f"  gradients per particle: {s.gradients_per_particle:.0f}"
+            f" (executed under vmap: {s.gradients_executed_per_particle:.0f};"
+            f" +{s.pilot_gradients_per_particle} pilot)"
             f"  wall time: {self.wall_time:.2f} s",
         ]
         if self.num_nonfinite:
@@ -357,8 +359,8 @@ class AISResult:
                 f"  reverse (upper) estimate {self.log_z_upper:.4f}: gap "
                 f"{self.bidirectional_gap:.4f} nats"
             )
-        if s.get("bias_check", {}).get("note"):
-            lines.append(f"  NOTE {s['bias_check']['note']}")
+        if (s.bias_check or {}).get("note"):
+            lines.append(f"  NOTE {s.bias_check['note']}")
         for check in self.checks:
             lines.append(f"  WARNING {check}")
         return "\n".join(lines)

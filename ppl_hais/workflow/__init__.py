@@ -11,6 +11,6 @@ Example
 ['a', 'b']
 """
 
-from . import compare, evidence, memory
+from . import compare, evidence, memory, options
 
-__all__ = ["compare", "evidence", "memory"]
+__all__ = ["compare", "evidence", "memory", "options"]

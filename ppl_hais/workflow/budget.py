@@ -9,7 +9,8 @@ checked afterwards (the evidence workflow's ``target_se`` check).
 The convergence ladder's gradient accounting is here too: what a run spent
 (:func:`main_gradients`), what a bias check after the next rung is predicted to cost
 (:func:`bias_reserve`), and whether that rung and its check fit ``max_gradients``
-(:func:`next_fits`).
+(:func:`next_fits`), and the call's budget itself (:func:`gradient_cap`), refused before anything
+compiles when it is too small for one run (:func:`check_room`).
 
 A probe whose SE is not finite (k̂ ≥ 0.7: its weights' variance is not estimable) says
 nothing about N. It gets a longer probe (4× the temperatures, while the budget allows), not
@@ -37,13 +38,13 @@ import numpy as np
 
 from ..annealing import PilotOptions
 from ..annealing.kernels import TransitionKernel, hais_kernel
-from ..checks import diagnostics
+from ..checks import diagnostics, ladder
 from ..checks.ladder import next_num_steps
 from ..estimate.annealers import AnnealOptions, anneal
 from ..estimate.bias import mcmc_length
-from .arguments import check_room
 
-__all__ = ["Spent", "StepsPlan", "bias_reserve", "choose_num_steps", "main_gradients", "next_fits"]
+__all__ = ["Spent", "StepsPlan", "bias_reserve", "check_room", "choose_num_steps", "gradient_cap",
+           "main_gradients", "next_fits"]
 
 PROBE_STEPS = 200
 PROBE_GROWTH = 4  # an infinite-SE probe is rerun with this many times the temperatures
@@ -124,7 +125,7 @@ def choose_num_steps(
 # -- the convergence ladder's gradient accounting (ppl_hais.workflow.evidence)
 def main_gradients(results) -> int:
     """Model gradients of a run's chains (their particles × gradients per particle)."""
-    return int(sum(r.settings["gradients_per_particle"] * r.num_particles for r in results))
+    return int(sum(r.settings.gradients_per_particle * r.num_particles for r in results))
 
 
 def bias_reserve(num_steps, gradients_per_step, last_check, num_draws=256):
@@ -155,3 +156,27 @@ class Spent(NamedTuple):
     gradients: int
     num_draws: int
     num_steps: int
+
+
+def check_room(max_gradients, *, num_chains, num_particles, num_leapfrog, num_steps) -> None:
+    """Refuse a gradient budget too small for one run (``num_leapfrog``: model gradients per
+    particle and temperature)."""
+    need = num_particles * num_chains * num_leapfrog * num_steps
+    if max_gradients is not None and not max_gradients >= need:
+        raise ValueError(
+            f"max_gradients={max_gradients:g} is too small for one run: {num_chains} chain(s) × "
+            f"{num_particles} particles × {num_steps} temperatures need {int(need):,} gradients"
+        )
+
+
+def gradient_cap(max_gradients, ladder_on, target_se, num_chains, num_particles, num_leapfrog,
+                 num_steps):  # fmt: skip
+    """The call's gradient budget: the ladder's default where none is given
+    (:func:`ppl_hais.checks.ladder.default_max_gradients`), refused when too small for one run of
+    ``num_steps`` temperatures (unless ``target_se`` chooses the temperatures)."""
+    if max_gradients is None and ladder_on:
+        max_gradients = ladder.default_max_gradients(num_particles, num_chains, num_leapfrog)
+    if target_se is None:
+        check_room(max_gradients, num_chains=num_chains, num_particles=num_particles,
+                   num_leapfrog=num_leapfrog, num_steps=num_steps)  # fmt: skip
+    return max_gradients

@@ -44,9 +44,9 @@ from scipy.special import logsumexp
 from tqdm.auto import tqdm
 
 from ..checks.diagnostics import EvidenceWarning, warn
+from ..checks.record import names
 from ..mcmc.fast_random import host_fold_in
 from ..results.arviz import assemble
-from .runs import check_names
 
 __all__ = ["BayesFactorCalibration", "calibrate", "check_models", "check_prior_probs",
            "draw_models", "evidence_record", "simulate"]
@@ -117,7 +117,7 @@ def evidence_record(run) -> tuple[float, float, str, int]:
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always", EvidenceWarning)
         ev = run()
-    failed = ",".join(check_names(ev.checks))
+    failed = ",".join(names(ev.checks))
     if not failed and any(issubclass(w.category, EvidenceWarning) for w in seen):
         failed = "warning"
     return float(ev.log_z), float(ev.log_z_se), failed, int(ev.gradients)

@@ -29,13 +29,14 @@ import numpy as np
 
 from ..checks import diagnostics
 from ..checks import ladder as _ladder
+from ..checks.record import Check, names
 from ..estimate.annealers import AnnealOptions
 from ..estimate.bias import BIAS_STREAM, BiasCheck, check_bias, needs_check
 from ..mcmc.fast_random import host_fold_in, host_split
 from ..starts.choose import with_local_steps
 from ..starts.fits import bound_method
 from .budget import SE_SLACK, Spent, StepsPlan, bias_reserve, main_gradients, next_fits
-from .runs import chains, check_names, cleared, pooled_checks, record, topped_up
+from .runs import chains, cleared, pooled_checks, record, topped_up
 
 __all__ = ["Keys", "Plan", "RungInfo", "State", "step"]
 
@@ -109,7 +110,7 @@ class RungInfo(NamedTuple):
     results: list  # AISResult per chain
     log_z: float
     var: float  # of log_z
-    checks: tuple  # failed checks, as sentences
+    checks: tuple  # the failed checks (ppl_hais.checks.record.Check)
     bias: BiasCheck | None
 
 
@@ -125,7 +126,7 @@ def step(keys: Keys, plan: Plan, state: State) -> tuple[State, RungInfo]:
         num_steps=steps, progress_bar=plan.progress_bar)  # fmt: skip
     results = run(key)
     spent += main_gradients(results)
-    gps = results[0].settings["gradients_per_particle"] / max(steps, 1)
+    gps = results[0].settings.gradients_per_particle / max(steps, 1)
     if plan.ladder and not plan.own_reverse:  # weights that pass, an SE that particles bound
         reserve = bias_reserve(steps, gps, last_check) if plan.checking else 0
         final = lambda rs: not plan.checking or not _checks_due(plan, rs)  # noqa: E731
@@ -177,7 +178,7 @@ def _bias_due(checks, last_rung: bool, later_rung: bool) -> bool:
     """Whether a rung gets the bias check: one whose checks pass, one after which the budget
     allows no other, and a later rung that fails only the weights' checks (with the previous
     rung it may show them to be false alarms, :func:`ppl_hais.checks.ladder.clears`)."""
-    weight_only = bool(checks) and set(check_names(checks)) <= set(_ladder.WEIGHT_CHECKS)
+    weight_only = bool(checks) and set(names(checks)) <= set(_ladder.WEIGHT_CHECKS)
     return not checks or last_rung or (later_rung and weight_only)
 
 
@@ -187,10 +188,9 @@ def _pooled(results, budget, target_se, steps):
     log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
     checks = pooled_checks(results)
     if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
-        checks = checks + (
-            f"target_se: the standard error {np.sqrt(var):.3g} missed target_se="
-            f"{target_se:g} with {steps} temperatures (the probe predicted "
-            f"{budget.predicted_se:.3g}). Remedy: more particles or chains, or a larger "
-            "max_num_steps.",
-        )
+        checks = checks + (Check(
+            "target_se",
+            f"the standard error {np.sqrt(var):.3g} missed target_se={target_se:g} with {steps} "
+            f"temperatures (the probe predicted {budget.predicted_se:.3g}). Remedy: more "
+            "particles or chains, or a larger max_num_steps.", figure=np.sqrt(var)),)
     return log_z, var, checks

@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..annealing.options import NUM_PARTICLES
 from ..checks import diagnostics
 from ..checks import ladder as _ladder
-from ..estimate.annealers import AnnealOptions
+from ..checks.record import Check
 from ..estimate.bias import BiasCheck
 from ..mcmc.fast_random import check_key, host_split
 from ..model.density import ModelDensity, improper_note
@@ -58,14 +58,15 @@ from ..starts.choose import (
     discrete,
     transition,
 )
-from .arguments import check_call, gradient_cap
-from .budget import StepsPlan, choose_num_steps
+from .budget import StepsPlan, choose_num_steps, gradient_cap
 from .climb import Keys, Plan, State, step
 from .memory import Memory
+from .options import EvidenceOptions
 from .resume import Resume, keep, resumed
 from .runs import largest
 
 __all__ = ["Evidence", "ModelDensity", "evidence", "choose_initial", "choose_num_steps"]
+
 
 @dataclass(frozen=True, eq=False)
 class Evidence:
@@ -76,7 +77,7 @@ class Evidence:
     initial: str  # "prior", "laplace", "laplace_t", "vi", "student_t", "user" (ppl_hais.starts)
     log_z: float
     log_z_se: float
-    checks: tuple[str, ...]
+    checks: tuple[Check, ...]  # the failed checks: each a sentence and its figures
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
     budget: StepsPlan | None = None  # target_se=: the probes' SE and the temperatures chosen
     bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.estimate.bias)
@@ -124,7 +125,7 @@ class Evidence:
     @property
     def num_steps(self) -> int:
         """The temperatures of the run the estimate comes from (the ladder's last rung)."""
-        return int(self.results[0].settings["num_steps"])
+        return int(self.results[0].settings.num_steps)
 
     @property
     def log_z_upper(self) -> float:
@@ -153,68 +154,42 @@ class Evidence:
         """(chains, draws) indices drawn by weight from the user's key: ``num_draws`` per chain,
         by default the call's ``num_particles`` (a topped-up rung pools more)."""
         keys = host_split(rng_key, len(self.results))
-        return np.stack([r.resample(k, num_draws or r.settings.get("run_particles",
-            r.num_particles)) for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
+        return np.stack([r.resample(k, num_draws or r.settings.run_particles
+            or r.num_particles) for r, k in zip(self.results, keys, strict=True)])  # fmt: skip
 
 
 @float64
 def evidence(
     rng_key,
     model: ModelDensity,
+    options: EvidenceOptions | Mapping | None = None,
     *,
-    initial="auto",
-    num_chains: int = 1,
-    num_particles: int = NUM_PARTICLES,
-    num_steps: int | None = None,
-    target_se: float | None = None,
-    max_num_steps: int = 100_000,
-    max_gradients: float | None = None,
     progress_bar: bool = True,
-    bias_check="auto",
     memory: Memory | None = None,
-    **hais_kwargs,
+    **keywords,
 ) -> Evidence:
-    """The log evidence of a model by HAIS, checked, over ``num_chains`` independent runs.
+    """The log evidence of a model by HAIS, checked, over ``options.num_chains`` independent
+    runs sharing one pilot. Raises one :class:`~ppl_hais.EvidenceWarning` listing every failed
+    check of the pooled estimate.
 
-    Keyword arguments go to :func:`ppl_hais.hais` (``schedule``, ``step_size``, ``refresh``,
-    ``target_accept``, ``adapt_mass_matrix``, ``bidirectional``, ...). The chains share one
-    pilot (tuning is fixed before any chain starts, so each chain's Ẑ is unbiased and the
-    chains are independent given it). Raises one :class:`~ppl_hais.EvidenceWarning` listing
-    every failed check of the pooled estimate.
+    ``options``: an :class:`~ppl_hais.workflow.options.EvidenceOptions` (or a dict of its
+    fields), where every option is documented; its fields given as keywords replace the
+    object's (``evidence(key, model, num_steps=1000)``).
 
-    ``num_steps``: the number of temperatures. ``None`` (default): the convergence ladder
-    (:mod:`ppl_hais.checks.ladder`): 250 temperatures, then 4× as many with a fresh key while a
-    check fails and ``max_gradients`` allows; the last rung is the estimate, every rung is in
-    ``Evidence.trajectory``; a rung whose weights pass at an SE above 0.05 nat (0.025 at a
-    first rung no check questions) anneals the particles that SE asks for and pools them
-    (:mod:`ppl_hais.workflow.runs`); after a rung of 1000 or more whose bias check found over 0.1
-    nat missing while its lag check failed, the rungs give each particle a step size of its
-    own (``local_steps``, unless the call sets it;
-    :func:`ppl_hais.checks.ladder.needs_local_steps`).
-    A rung that still fails with its bias check run is given as the bridge of its forward and
-    reverse anneals (``Evidence.bridged``, ``Evidence.log_z_forward``); it ends the ladder where
-    the bridge needs no warning, else the last states the gap in nats (the ``converged`` check;
-    :func:`ppl_hais.checks.ladder.ends`). A number means one run, no escalation.
+    On the convergence ladder (neither ``num_steps`` nor ``target_se``) the last rung is the
+    estimate and every rung is in ``Evidence.trajectory``: a rung whose weights pass at an SE
+    above 0.05 nat (0.025 at a first rung no check questions) anneals the particles that SE
+    asks for and pools them (:mod:`ppl_hais.workflow.runs`); after a rung of 1000 or more whose
+    bias check found over 0.1 nat missing while its lag check failed, the rungs give each
+    particle a step size of its own (unless the call sets ``local_steps``;
+    :func:`ppl_hais.checks.ladder.needs_local_steps`). A rung that still fails with its bias
+    check run is given as the bridge of its forward and reverse anneals (``Evidence.bridged``,
+    ``Evidence.log_z_forward``); it ends the ladder where the bridge needs no warning, else the
+    last states the gap in nats (the ``converged`` check; :func:`ppl_hais.checks.ladder.ends`).
 
-    ``max_gradients``: every model gradient the call spends (pilots, Laplace fit, probes,
-    rungs, bias checks) counts against it (``Evidence.gradients``); default
-    :func:`ppl_hais.checks.ladder.default_max_gradients` for the ladder, unbounded otherwise. A
-    budget too small for one run is an error.
-
-    ``target_se``: choose the number of temperatures for this standard error instead of
-    ``num_steps`` (see :func:`choose_num_steps`): easy models get few, hard ones up to
-    ``max_num_steps`` and ``max_gradients``; missing the target is reported as a failed check.
-
-    ``bias_check``: anneal back from MCMC-refreshed posterior draws and report the gap to the
-    estimate in nats (:mod:`ppl_hais.estimate.bias`); a gap beyond its noise is a failed check
-    that states it. ``"auto"`` (default) checks runs that give a reason to (a target reaching
-    past the start, a lag, a tail in the weights, a failed check), so easy models pay nothing;
-    ``True`` always, ``False`` never. On the ladder it runs on the rung that would be the last
-    (one whose weights pass, or after which the budget allows no other). Not run for models
-    with discrete coordinates or with a reverse run of their own (``bidirectional``). Where
-    the last rung passes every check and its bias check's reverse estimate lies above it, the
-    SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above. A
-    call without a warning carries half its ``shortfall`` (what its trajectory says may be
+    Where the last rung passes every check and its bias check's reverse estimate lies above it,
+    the SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above.
+    A call without a warning carries half its ``shortfall`` (what its trajectory says may be
     missing) in its SE beside the noise, so that its ±2 SE reaches it beyond the noise.
 
     ``memory``: a :class:`~ppl_hais.workflow.memory.Memory` that keeps the start and its tuning
@@ -224,23 +199,23 @@ def evidence(
     (``Rung.remembered``, :mod:`ppl_hais.workflow.resume`). None (default): the call tunes from
     its own key and keeps nothing, so calls with different keys are independent.
     """
-    hais_kwargs = check_call(hais_kwargs, evidence, num_particles=num_particles,
-        num_chains=num_chains, num_steps=num_steps, target_se=target_se,
-        max_gradients=max_gradients, initial=initial, bias_check=bias_check)  # fmt: skip
-    rng_key, num_chains = check_key(rng_key), int(num_chains)
-    ladder = num_steps is None and target_se is None
-    first = _ladder.FIRST_NUM_STEPS if num_steps is None else int(num_steps)
-    surveyed = first if num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)  # pilots
-    options = AnnealOptions.of(hais_kwargs)  # parsed once: every pilot, rung, check reads it
+    opts = EvidenceOptions.of(options, "evidence", **keywords)
+    rng_key, num_chains, num_particles = check_key(rng_key), opts.num_chains, opts.num_particles
+    ladder, initial, bias_check, max_gradients = (opts.ladder, opts.initial, opts.bias_check,
+                                                  opts.max_gradients)  # fmt: skip
+    first = _ladder.FIRST_NUM_STEPS if opts.num_steps is None else int(opts.num_steps)
+    surveyed = first if opts.num_steps is not None else max(first, _ladder.FIXED_NUM_STEPS)
+    options = opts.anneal()  # made once: every pilot, rung and check reads it
     kernel = transition(model, options.kernel)
-    max_gradients = gradient_cap(max_gradients, ladder, target_se, num_chains, num_particles,
-                                 options.kernel.num_leapfrog, first)  # fmt: skip
+    max_gradients = gradient_cap(max_gradients, ladder, opts.target_se, num_chains,
+                                 num_particles, options.kernel.num_leapfrog, first)  # fmt: skip
     start = time.perf_counter()
     keys = Keys.of(rng_key)
     name, target, pilot, choice, spent, remembered = _tuned(
         keys.pilot, model, initial, surveyed, options, progress_bar, memory)  # fmt: skip
-    budget, key_chains = _probed(keys.chains, target, pilot, target_se, kernel, options.pilot,
-        num_particles=num_particles, num_chains=num_chains, max_num_steps=max_num_steps,
+    budget, key_chains = _probed(keys.chains, target, pilot, opts.target_se, kernel,
+        options.pilot, num_particles=num_particles, num_chains=num_chains,
+        max_num_steps=opts.max_num_steps,
         max_gradients=None if max_gradients is None else max_gradients - spent)  # fmt: skip
     keys = keys._replace(chains=key_chains)
     if budget is not None:
@@ -249,13 +224,13 @@ def evidence(
     checking = bool(bias_check) and not own_reverse and not discrete(model)
     plan = Plan(model, target, ladder, checking, own_reverse, bias_check, max_gradients,
                 num_chains, num_particles, surveyed, progress_bar, start, budget,
-                target_se)  # fmt: skip
+                opts.target_se)  # fmt: skip
     kept = model if ladder and isinstance(initial, str) else None  # a ladder the memory resumes
     kept_key = (initial, surveyed, options, num_particles, num_chains, bias_check, max_gradients)
     begun = resumed(memory, kept, kept_key) or Resume((), first, None, None)
     if begun.local is not None:
         options, kernel, pilot = options._replace(kernel=begun.local[0]), *begun.local[1:]
-    switchable = begun.local is None and ladder and checking and "local_steps" not in hais_kwargs \
+    switchable = begun.local is None and ladder and checking and opts.local_steps is None \
         and (options.kernel.lookahead, options.kernel.flips) == (1, "standard")  # may switch
     state = State(tuple(begun.rungs), begun.num_steps, spent, options, kernel, pilot,
                   begun.local, begun.last_check, switchable)  # fmt: skip
@@ -310,12 +285,12 @@ def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
     its shortfall in its SE beside its noise, so that its ±2 SE reaches the shortfall beyond the
     noise: a shortfall is either stated by a warning or inside the error bar."""
     forward, bridge, last, noise = float("nan"), None, trajectory[-1], var
-    if ladder and last.checks and np.isfinite(last.bridge):
+    if ladder and last.failed and np.isfinite(last.bridge):
         forward, bridge, log_z = float(log_z), last.bridge, last.bridge
         var = _ladder.bridge_se(trajectory) ** 2
         if _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
-            trajectory[-1], checks = last._replace(checks=(), cleared=last.checks), ()
-    elif not last.checks and not last.cleared and last.bias_gap > 0:
+            trajectory[-1], checks = last._replace(failed=(), cleared=last.failed), ()
+    elif not last.failed and not last.cleared and last.bias_gap > 0:
         var = var + last.bias_gap**2
     if ladder:
         checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)

@@ -40,6 +40,7 @@ from ..model.target import Gaussian
 from ..starts.fits import bound_method, laplace_target
 from ..starts.laplace import inflation
 from .evidence import evidence
+from .options import EvidenceOptions
 
 __all__ = ["NUM_REVERSE", "bridge_evidence"]
 
@@ -48,15 +49,16 @@ NUM_REVERSE = 256  # draws annealed back by the cross-check
 
 def bridge_evidence(
     rng_key, model, draws, *, method="normal", cross_check=False, num_reverse=NUM_REVERSE,
-    progress_bar=True, diverging=None, mode_search=True, **hais_kwargs,
+    progress_bar=True, diverging=None, mode_search=True, options=None, **keywords,
 ) -> BridgeResult:  # fmt: skip
     """Bridge sampling over an adapter's model (a :class:`~ppl_hais.model.density.ModelDensity`)
     from its unconstrained draws (chains, draws, D), warning as :func:`bridge_sampling` does.
 
     ``cross_check=True`` also runs the evidence workflow's forward anneal
-    (:func:`ppl_hais.workflow.evidence.evidence` with ``hais_kwargs``) and a reverse anneal of
-    ``num_reverse`` of the draws (evenly spaced over the bridge half of every chain) over the
-    forward run's schedule, and reports the three estimates side by side
+    (:func:`ppl_hais.workflow.evidence.evidence` with ``options``, an
+    :class:`~ppl_hais.workflow.options.EvidenceOptions`, and its fields in ``keywords``) and a
+    reverse anneal of ``num_reverse`` of the draws (evenly spaced over the bridge half of every
+    chain) over the forward run's schedule, and reports the three estimates side by side
     (:class:`CrossCheck`), warning where they disagree beyond their noise.
 
     ``mode_search=True`` (default) compares the draws with the modes the evidence workflow's
@@ -64,6 +66,7 @@ def bridge_evidence(
     whose Laplace mass would lift the estimate beyond its noise is the failed ``modes`` check,
     stating by how much (:mod:`ppl_hais.bridge.modes`; ``BridgeResult.modes``).
     """
+    options = EvidenceOptions.of(options, "bridge_evidence", **keywords)
     key_bridge, key_fwd, key_rev = jax.random.split(rng_key, 3)
     result = bridge(key_bridge, model.log_joint, draws, method=method, diverging=diverging)
     result = dataclasses.replace(result, observed_data=getattr(model, "observed_data", None))
@@ -75,7 +78,7 @@ def bridge_evidence(
     if cross_check:
         with warnings.catch_warnings():  # its checks are kept in the CrossCheck instead
             warnings.simplefilter("ignore", UserWarning)
-            ev = evidence(key_fwd, model, progress_bar=progress_bar, **hais_kwargs)
+            ev = evidence(key_fwd, model, options, progress_bar=progress_bar)
         x = np.asarray(draws, dtype=float)
         x = x[None] if x.ndim == 2 else x
         post = x[:, x.shape[1] // 2 :].reshape(-1, x.shape[-1])

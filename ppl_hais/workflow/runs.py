@@ -59,13 +59,14 @@ import numpy as np
 from ..annealing.execution import top_up_unit
 from ..checks import diagnostics
 from ..checks.ladder import FIRST_NUM_STEPS, Rung, cleared_se
+from ..checks.record import Check, names
 from ..estimate.annealers import anneal
 from ..mcmc.fast_random import host_fold_in, host_split
 from ..results.result import AISResult
 from ..stats.estimators import disagreement
 from .budget import main_gradients
 
-__all__ = ["MAX_PARTICLES", "MOST_SE", "PRECISE_SE", "chains", "check_names", "cleared",
+__all__ = ["MAX_PARTICLES", "MOST_SE", "PRECISE_SE", "chains", "cleared",
            "largest", "more_particles", "pooled_checks", "precise_se", "record",
            "topped_up"]  # fmt: skip
 
@@ -91,12 +92,12 @@ def chains(key, target, kernel, pilot, options, num_chains, num_particles, num_s
         return out if num_chains > 1 else [out]
 
 
-def pooled_checks(results: Sequence[AISResult]) -> tuple[str, ...]:
+def pooled_checks(results: Sequence[AISResult]) -> tuple[Check, ...]:
     """Every chain's failed checks (labelled by chain when there are several) and whether the
     chains disagree beyond their own error bars."""
     if len(results) == 1:
         return tuple(results[0].checks)
-    checks = [f"chain {c}: {msg}" for c, r in enumerate(results) for msg in r.checks]
+    checks = [check.in_chain(c) for c, r in enumerate(results) for check in r.checks]
     se = np.array([r.log_z_se for r in results])
     if np.all(np.isfinite(se)):
         ratio = disagreement([r.log_z for r in results], se)
@@ -136,9 +137,9 @@ def topped_up(key, results, run, *, room, unit=None,
     gradients; each chain's runs pooled into one result. Returns the chains and the gradients
     the top-ups spent."""
     pooled, spent, done = list(results), 0, 1
-    first, steps = results[0].num_particles, results[0].settings["num_steps"]
+    first, steps = results[0].num_particles, results[0].settings.num_steps
     if unit is None:
-        unit = top_up_unit(first, len(results), results[0].settings.get("num_devices", 1))
+        unit = top_up_unit(first, len(results), results[0].settings.num_devices)
     cost = main_gradients(results) / first  # gradients per particle of every chain
     while not pooled_checks(pooled):
         _, var = diagnostics.pool([r.log_z for r in pooled], [r.log_z_se for r in pooled])
@@ -159,7 +160,7 @@ def record(results, steps, log_z, var, checks, bias, spent, wall, local_steps) -
     """The ladder's record of one rung's pooled chains, checks and bias check."""
     nan = float("nan")
     return Rung(
-        steps, float(log_z), float(np.sqrt(var)), check_names(checks),
+        steps, float(log_z), float(np.sqrt(var)), names(checks),
         nan if bias is None else bias.gap, int(spent), wall,
         largest(r.lag for r in results), outside=largest(r.outside_initial for r in results),
         bias_gap_se=nan if bias is None else bias.gap_se,
@@ -176,7 +177,7 @@ def cleared(trajectory, rung, results):
         [r.log_z for r in results], [r.log_z_se_delta for r in results]
     )
     se = cleared_se(trajectory + [rung], float(np.sqrt(var_delta)))
-    return rung._replace(log_z_se=se, checks=(), cleared=rung.checks), se**2, ()
+    return rung._replace(log_z_se=se, failed=(), cleared=rung.failed), se**2, ()
 
 
 def largest(values) -> float:
@@ -184,9 +185,3 @@ def largest(values) -> float:
     finite = [v for v in values if np.isfinite(v)]
     return max(finite) if finite else float("nan")
 
-
-def check_names(checks) -> tuple[str, ...]:
-    """The checks' names ("pareto_k", "lag", ...), once each, chain labels dropped."""
-    parts = [c.split(": ") for c in checks]
-    names = [p[1] if p[0].startswith("chain ") and len(p) > 1 else p[0] for p in parts]
-    return tuple(dict.fromkeys(names))

@@ -24,6 +24,7 @@ import numpy as np
 from ...checks import diagnostics
 from ...mcmc import fast_random
 from ...results.result import AISResult, AnnealingTrace
+from ...results.settings import RunSettings
 from ...runtime.precision import float64
 from ...stats import estimators
 from .rbm import RBM, add_bias, check_binary
@@ -259,7 +260,7 @@ def _run(rng_key, model_a, model_b, log_z_a, num_particles, num_steps, schedule,
     lw, v, ess, log_z = jax.block_until_ready(
         _anneal(key_run, model_a, model_b, v0, jnp.asarray(binned))
     )
-    settings = dict(
+    settings = RunSettings(
         kernel="block Gibbs", schedule=schedule if isinstance(schedule, str) else "given",
         num_particles=int(num_particles), num_steps=betas.size - 1, step_size="none",
         gradients_per_particle=0, matrix_products_per_temperature=2,

@@ -21,6 +21,7 @@ from scipy.special import logsumexp
 
 from ...mcmc import fast_random
 from ...results.result import AISResult
+from ...results.settings import RunSettings
 from ...runtime.precision import float64
 from ...stats import estimators
 from .ais import independent_draws, make_result, prepare_run
@@ -141,7 +142,7 @@ def ising_log_partition(
         _ising_anneal(key_run, model, x0, jnp.asarray(binned))
     )
     log_z0 = float(np.sum(np.logaddexp(0.0, model.fields)))
-    settings = dict(
+    settings = RunSettings(
         kernel="Gibbs sweep", schedule=schedule if isinstance(schedule, str) else "given",
         num_particles=int(num_particles), num_steps=betas.size - 1, step_size="none",
         gradients_per_particle=0,
