@@ -60,6 +60,7 @@ bench: $(STAMP) $(STAMP_OLDEST)
 	$(PY) benchmarks/trust_suite.py --seeds 20 --adapters numpyro,pymc,blackjax,blackjax-long --out docs/trust_suite.md
 	$(PY) benchmarks/trust_suite.py --models heldout --seeds 10 --first-seed 100 --out docs/trust_suite_heldout.md
 	$(PY) benchmarks/trust_suite.py --models ridges --seeds 10 --first-seed 300 --out docs/trust_suite_ridges.md
+	$(PY) benchmarks/trust_suite.py --models users --seeds 5 --first-seed 400 --adapters numpyro,pymc,nuts-bridge,smc --out docs/trust_suite_users.md
 	$(PY) benchmarks/calibrate_ladder.py --out docs/calibration.md
 	$(PY) benchmarks/bias_check.py --seeds 10 --out docs/bias_check.md
 	$(PY) benchmarks/ladder.py --seeds 10 --out docs/ladder.md

@@ -315,6 +315,103 @@ def ridge_cases():
             for b in (0.03, 0.1)}  # fmt: skip
 
 
+def hierarchy_data(sizes, tau, sigma, seed):
+    """Random-intercept data: group g has ``sizes[g]`` rows, y = 0.3 + 0.8 x + u_g + ε with
+    u_g ~ N(0, tau²), ε ~ N(0, sigma²)."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    x = rng.normal(size=group.size)
+    u = tau * rng.normal(size=len(sizes))
+    return group, x, 0.3 + 0.8 * x + u[group] + sigma * rng.normal(size=group.size)
+
+
+def hierarchy_log_z(group, x, y, n=401):
+    """log p(y) of :func:`hierarchy_case`'s model: the intercept, slope and group effects
+    integrate out in closed form (a Gaussian whose covariance is block-diagonal by group plus
+    rank 2: Sherman–Morrison per group, Woodbury for the coefficients), leaving a 2-D integral
+    over (log σ, log τ), done on a grid refined around its mass."""
+    counts = np.bincount(group)
+    rows = np.stack([np.ones_like(x), x], axis=1)
+    sy, sx = np.bincount(group, y), np.stack([np.bincount(group, r) for r in rows.T], 1)
+    syy, sxy = np.bincount(group, y * y), np.stack([np.bincount(group, r * y) for r in rows.T], 1)
+    sxx = np.stack([np.stack([np.bincount(group, rows[:, i] * rows[:, j]) for j in (0, 1)], -1)
+                    for i in (0, 1)], -2)  # (G, 2, 2)  # fmt: skip
+
+    def log_f(ls, lt):
+        s2, t2 = np.exp(2 * ls)[:, None], np.exp(2 * lt)[:, None]  # (M, 1)
+        c = t2 / (s2 + counts * t2)  # (M, G): each group's Sherman–Morrison weight
+        quad = (syy - c * sy**2).sum(1) / s2[:, 0]
+        xtx = (sxx[None] - c[..., None, None] * sx[None, :, :, None] * sx[None, :, None, :]
+               ).sum(1) / s2[:, :, None]  # fmt: skip
+        xty = (sxy[None] - c[..., None] * sx[None] * sy[None, :, None]).sum(1) / s2
+        logdet = ((counts - 1) * np.log(s2) + np.log(s2 + counts * t2)).sum(1)
+        inner = np.eye(2)[None] + xtx  # prior covariance of the coefficients: I
+        sol = np.linalg.solve(inner, xty[..., None])[..., 0]
+        logdet += np.linalg.slogdet(inner)[1]
+        quad -= np.einsum("mi,mi->m", xty, sol)
+        log_lik = -0.5 * (y.size * LOG2PI + logdet + quad)
+        half = stats.halfnorm.logpdf  # both scales ~ N⁺(0, 1), in log coordinates
+        return log_lik + half(np.exp(ls)) + half(np.exp(lt)) + ls + lt
+
+    lo, hi = np.array([-10.0, -30.0]), np.array([3.0, 3.0])  # τ → 0 keeps mass ∝ τ
+    for _ in range(3):  # each pass: the box where the integrand is within e⁻⁴⁰ of its peak
+        a, b = np.meshgrid(np.linspace(lo[0], hi[0], n), np.linspace(lo[1], hi[1], n))
+        v = np.concatenate([log_f(a.ravel()[i:i + 4096], b.ravel()[i:i + 4096])
+                            for i in range(0, a.size, 4096)])  # (4096, G, 2, 2) at a time
+        keep = v > v.max() - 40
+        step = (hi - lo) / (n - 1)
+        total = special.logsumexp(v) + np.log(step.prod())
+        lo = np.array([a.ravel()[keep].min(), b.ravel()[keep].min()]) - 2 * step
+        hi = np.array([a.ravel()[keep].max(), b.ravel()[keep].max()]) + 2 * step
+    return float(total)
+
+
+def hierarchy_case(sizes, tau, sigma, seed):
+    """A random-intercept regression as users write it (centered group effects):
+    α, β ~ N(0, 1), τ, σ ~ N⁺(0, 1), u_g ~ N(0, τ²), y ~ N(α + β x + u_group, σ²)."""
+    group, x, y = hierarchy_data(sizes, tau, sigma, seed)
+    exact, num_groups = hierarchy_log_z(group, x, y), len(sizes)
+
+    def numpyro_model(group, x, y):
+        import numpyro
+        import numpyro.distributions as dist
+
+        a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+        b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+        t = numpyro.sample("tau", dist.HalfNormal(1.0))
+        s = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        with numpyro.plate("groups", num_groups):
+            u = numpyro.sample("u", dist.Normal(0.0, t))
+        with numpyro.plate("rows", y.shape[0]):
+            numpyro.sample("y", dist.Normal(a + b * x + u[group], s), obs=y)
+
+    def pymc_model():
+        import pymc as pm
+
+        with pm.Model() as model:
+            a, b = pm.Normal("a", 0.0, 1.0), pm.Normal("b", 0.0, 1.0)
+            t, s = pm.HalfNormal("tau", 1.0), pm.HalfNormal("sigma", 1.0)
+            u = pm.Normal("u", 0.0, t, shape=num_groups)
+            pm.Normal("y", a + b * x + u[group], s, observed=y)
+        return model
+
+    return dict(numpyro=(numpyro_model, (group, jnp.asarray(x), jnp.asarray(y))),
+                pymc=pymc_model, exact=exact, chains=1, jax=None)  # fmt: skip
+
+
+def user_cases():
+    """The models users fit, beside NUTS + bridge sampling and pm.sample_smc: hierarchies of
+    hundreds of parameters, heavy tails written as a factor over N(0, I), a twisted ridge."""
+    sizes = np.random.default_rng(11).geometric(1 / 11, size=85)  # radon-like: 1 to ~50 a group
+    return {
+        "hierarchy, 204 parameters (200 groups × 5)": hierarchy_case([5] * 200, 0.5, 1.0, 12),
+        "radon-like hierarchy, 89 parameters (85 uneven groups)": hierarchy_case(
+            sizes, 0.3, 0.8, 13),
+        "Student-t experts 36-D, a factor over N(0, I)": potential_case(experts_logpdf, 36, 1.0),
+        "twisted banana 10-D, b = 0.1": potential_case(twisted_banana_logpdf(10, 0.1), 10, 3.0),
+    }
+
+
 def grid_log_z(log_joint, a_lim, b_lim, n=2401):
     """log ∫∫ exp(log_joint(a, b)) da db on an n × n grid (the integrand falls by over 25 nats
     at the grid's edges, checked; the six models below agree to 1e-5 nat at n = 3201)."""
@@ -457,7 +554,8 @@ def ppl_cases():
     }  # fmt: skip
 
 
-MODEL_SETS = {"suite": cases, "heldout": heldout_cases, "ppl": ppl_cases, "ridges": ridge_cases}
+MODEL_SETS = {"suite": cases, "heldout": heldout_cases, "ppl": ppl_cases, "ridges": ridge_cases,
+              "users": user_cases}
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -551,6 +649,44 @@ def blackjax_call(case, adapter, seed):
                 shortfall=float("nan"), gradients=int(n) * per_step)  # fmt: skip
 
 
+PEERS = (*SMC_SETTINGS, "nuts-bridge", "smc")  # the estimators set beside ours
+NAN = float("nan")
+
+
+def nuts_bridge_call(case, seed):
+    """NUTS as a NumPyro user runs it (4 chains × 1000 draws after 1000 warm-up, vectorized),
+    then the library's bridge sampling on its draws (``phn.bridge_sampling``, its checks and
+    mode search). Gradients: every leapfrog step of warm-up and sampling."""
+    from numpyro.infer import MCMC, NUTS
+
+    from ppl_hais.adapters import numpyro as phn
+
+    model, margs = case["numpyro"]
+    mcmc = MCMC(NUTS(model), num_warmup=1000, num_samples=1000, num_chains=4,
+                chain_method="vectorized", progress_bar=False)  # fmt: skip
+    mcmc.warmup(jax.random.key(900 + seed), *margs, collect_warmup=True,
+                extra_fields=("num_steps",))  # fmt: skip
+    spent = int(np.sum(mcmc.get_extra_fields()["num_steps"]))
+    mcmc.run(mcmc.post_warmup_state.rng_key, *margs, extra_fields=("num_steps",))
+    spent += int(np.sum(mcmc.get_extra_fields()["num_steps"]))
+    res = phn.bridge_sampling(mcmc, model, *margs, rng_key=jax.random.key(950 + seed),
+                              progress_bar=False)  # fmt: skip
+    return dict(log_z=res.log_z, se=res.log_z_se, checks=[c.name for c in res.checks],
+                gap=NAN, shortfall=res.shortfall, gradients=spent)  # fmt: skip
+
+
+def smc_call(case, seed):
+    """``pm.sample_smc`` with its defaults (2000 draws × 4 chains, independent Metropolis-
+    Hastings moves, cores=2): the mean of its chains' estimates, their spread the SE
+    (``compare_evidence``'s reading). It states no check and counts no gradient."""
+    import pymc as pm
+
+    with case["pymc"]():
+        idata = pm.sample_smc(chains=4, cores=2, random_seed=900 + seed, progressbar=False)
+    log_z, se = ph.workflow.compare.evidence_of(idata)
+    return dict(log_z=log_z, se=se, checks=[], gap=NAN, shortfall=NAN, gradients=NAN)
+
+
 def default_call(case, adapter, seed, initial="auto", local_steps=False, num_steps=None):
     """The user's default call (``initial``, ``local_steps`` and a fixed ``num_steps`` aside);
     (log Z, SE, checks, Evidence-like figures)."""
@@ -559,6 +695,8 @@ def default_call(case, adapter, seed, initial="auto", local_steps=False, num_ste
         extra["num_steps"] = num_steps
     if adapter in SMC_SETTINGS:
         return blackjax_call(case, adapter, seed)
+    if adapter in ("nuts-bridge", "smc"):
+        return (nuts_bridge_call if adapter == "nuts-bridge" else smc_call)(case, seed)
     if adapter == "numpyro":
         from ppl_hais.adapters import numpyro as phn
 
@@ -673,7 +811,8 @@ def summarize(name, adapter, runs, seeds):
             f" ({int(np.sum(unbounded))} unbounded)" if unbounded.any() else ""),
         checks=", ".join(sorted({c for r in runs for c in r["checks"]})) or "—",
         starts=", ".join(f"{k} {v}" for k, v in collections.Counter(
-            r.get("start", "?") for r in runs).most_common()),
+            r.get("start", "?") for r in runs).most_common()) if any(
+            "start" in r for r in runs) else "—",  # peers choose no start
         grads=np.mean([r["gradients"] for r in runs]),
         grads_median=np.median([r["gradients"] for r in runs]),
         wall=np.median([r["wall"] for r in runs[1:]] or [runs[0]["wall"]]), n=seeds,
@@ -682,6 +821,11 @@ def summarize(name, adapter, runs, seeds):
 
 def write(args, rows):
     smc = all(a in SMC_SETTINGS for a in args.adapters)
+    others = {"nuts-bridge": "NumPyro's NUTS (4 chains × 1000 draws after 1000 warm-up, "
+              "vectorized) + `phn.bridge_sampling` on its draws (its own checks; gradients: "
+              "every leapfrog step)", "smc": "`pm.sample_smc` with its defaults (2000 draws × 4 "
+              "chains, cores=2; SE: its chains' spread; no checks, no gradient count)"}
+    beside = [others[a] for a in args.adapters if a in others]
     peers = (
         "BlackJAX's adaptive tempered SMC on the same log prior and likelihood (HMC with 10 "
         "leapfrog steps of 0.1, target ESS ½, systematic resampling; `blackjax`: 1000 particles "
@@ -700,12 +844,14 @@ def write(args, rows):
         + ", bias_check='auto'); a row's seeds are independent calls in one process, each "
         "choosing its start and tuning from its own key (no memory shared)"
         + (f"; beside them, {peers}" if any(a in SMC_SETTINGS for a in args.adapters) else "")
+        + "".join(f"; beside them, {b}" for b in beside)
     )
     lines = [
         {"suite": "# The trust suite: hard-but-ordinary models",
          "heldout": "# The trust suite on held-out models (benchmarks/trust_heldout.py's)",
          "ppl": "# The trust suite on held-out two-parameter models in each PPL's terms",
          "ridges": "# The trust suite on curved ridges in 10-D",
+         "users": "# The models users fit, beside NUTS + bridge sampling and pm.sample_smc",
          }[args.models]
         + (", BlackJAX's adaptive tempered SMC" if smc
            else f" through both adapters at num_steps={args.num_steps}" if args.num_steps
@@ -742,11 +888,11 @@ def write(args, rows):
             f"| {r['gap']} | {r['right']}/{r['n']} | {r['warned']} | {r['false']} | "
             f"{r['silent']} | {r['cover2']} | {r['beyond']} | {r['covered']} | "
             f"{r.get('bennett', '')} | {r['checks']} | "
-            f"{r.get('starts', '')} | {r['grads'] / 1e6:.2f} M "
-            f"({r['grads_median'] / 1e6:.2f}) | "
+            f"{r.get('starts', '')} | " + (f"{r['grads'] / 1e6:.2f} M "
+            f"({r['grads_median'] / 1e6:.2f})" if np.isfinite(r["grads"]) else "—") + " | "
             f"{r['wall']:.2f} s |"
         )
-    own = [r for r in rows if r["adapter"] not in SMC_SETTINGS] or rows  # the totals: ours
+    own = [r for r in rows if r["adapter"] not in PEERS] or rows  # the totals: ours
     right = sum(r["right"] for r in own)
     false = sum(r["false"] for r in own)
     lines += [
@@ -757,27 +903,28 @@ def write(args, rows):
         f"({sum(r['chance'] for r in own):.1f} by chance, were each row's unwarned errors normal "
         "with their own mean and spread); ±2 SE covers "
         f"{min(r['cover2_frac'] for r in own):.0%} of a row's unwarned runs at the least"
-        + (" (our adapters' rows; BlackJAX's below)." if len(own) < len(rows) else "."),
+        + (" (our adapters' rows; the peers' below)." if len(own) < len(rows) else "."),
     ]
     lines += _beside_peers(rows)
     _machine.write(args.out, lines)
 
 
 def _beside_peers(rows):
-    """Where one run holds our adapters' rows and BlackJAX's: per model, each estimator's
-    right runs, rms error and mean gradients, and ours over BlackJAX's, as ratios."""
-    ours = [r for r in rows if r["adapter"] not in SMC_SETTINGS]
-    peers = [r for r in rows if r["adapter"] in SMC_SETTINGS]
+    """Where one run holds our adapters' rows and peers': per model, each estimator's right
+    runs, rms error, mean gradients and median time, and ours over each peer's, as ratios."""
+    ours = [r for r in rows if r["adapter"] not in PEERS]
+    peers = [r for r in rows if r["adapter"] in PEERS]
     if not ours or not peers:
         return []
     names = [a for a in dict.fromkeys(r["adapter"] for r in rows)]
     cell = {(r["name"], r["adapter"]): r for r in rows}
     lines = [
         "",
-        "Beside BlackJAX, in this run: per model, each estimator's right runs, rms error and "
-        "mean gradients per call; then each of our adapters' gradients over each BlackJAX "
-        "setting's (*ratio*, marked † where that setting was right on fewer than 90% of "
-        "runs: a ratio against an estimate that is not right compares nothing).",
+        "Beside the peers, in this run: per model, each estimator's right runs, rms error, "
+        "mean gradients and median seconds per call; then each of our adapters' gradients and "
+        "seconds over each peer's (*gradients · time*, marked † where the peer was right on "
+        "fewer than 90% of runs: a ratio against an estimate that is not right compares "
+        "nothing; — where the peer counts no gradients).",
         "",
         "| model | " + " | ".join(names)
         + " | " + " | ".join(f"{a} / {p}" for a in dict.fromkeys(r["adapter"] for r in ours)
@@ -788,7 +935,8 @@ def _beside_peers(rows):
         got = [cell.get((model, a)) for a in names]
         parts = ["—" if r is None else
                  f"{r['right']}/{r['n']} right, rms {math.hypot(r['err'], r['sd']):.3f}, "
-                 f"{r['grads'] / 1e6:.2f} M" for r in got]  # fmt: skip
+                 + (f"{r['grads'] / 1e6:.2f} M, " if np.isfinite(r["grads"]) else "")
+                 + f"{r['wall']:.1f} s" for r in got]  # fmt: skip
         for a in dict.fromkeys(r["adapter"] for r in ours):
             for p in dict.fromkeys(r["adapter"] for r in peers):
                 x, y = cell.get((model, a)), cell.get((model, p))
@@ -796,7 +944,9 @@ def _beside_peers(rows):
                     parts.append("—")
                     continue
                 mark = "" if y["right"] >= 0.9 * y["n"] else " †"
-                parts.append(f"{x['grads'] / y['grads']:.2f}{mark}")
+                grads = (f"{x['grads'] / y['grads']:.2f}" if np.isfinite(y["grads"])
+                         else "—")  # fmt: skip
+                parts.append(f"{grads} · {x['wall'] / y['wall']:.2f}{mark}")
         lines.append(f"| {model} | " + " | ".join(parts) + " |")
     return lines
 
@@ -819,9 +969,12 @@ def main():
                    help="a fixed number of temperatures (no ladder) instead of the default")
     p.add_argument("--models", default="suite", choices=sorted(MODEL_SETS),
                    help="the suite's eight models, trust_heldout.py's eleven targets, six "
-                   "two-parameter models in each PPL's own distributions, or 10-D bananas")
+                   "two-parameter models in each PPL's own distributions, 10-D bananas, or "
+                   "the models users fit (hierarchies, heavy tails as a factor, a ridge)")
     p.add_argument("--adapters", default="numpyro,pymc",
-                   help="numpyro, pymc, blackjax, blackjax-long (adaptive tempered SMC; no checks)")
+                   help="numpyro, pymc; peers: blackjax, blackjax-long (adaptive tempered SMC; "
+                   "no checks), nuts-bridge (NumPyro NUTS + phn.bridge_sampling), smc "
+                   "(pm.sample_smc)")
     args = p.parse_args()
     args.adapters = args.adapters.split(",")
     ph.enable_x64()

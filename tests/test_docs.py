@@ -264,3 +264,30 @@ def test_the_benchmarks_index_states_the_ridges_page_as_it_is():
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
             if line.startswith("| twisted banana")]  # fmt: skip
     assert beyond > 0 and rows and all(float(r[2].split()[0]) < 0 for r in rows)
+
+
+def test_the_readme_states_the_users_page_as_it_is():
+    """The README's figures for the models users fit (two centered hierarchies, heavy tails as
+    a factor) come from their page (``make bench``): both adapters right on every seed, in at
+    most the stated multiple of NUTS + bridge sampling's time, and ``pm.sample_smc`` off by the
+    stated nats; the twisted banana is the page's open case."""
+    page = (README.parent / "docs" / "trust_suite_users.md").read_text()
+    lines = [[c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
+             if line.startswith("| ")]  # fmt: skip
+    head = next(cells for cells in lines if cells[:2] == ["model", "numpyro"])
+    rows = [cells for cells in lines if len(cells) == len(head) and "right, rms" in cells[1]]
+    ours = [r for r in rows if not r[0].startswith("twisted banana")]
+    assert len(ours) == 3
+    slowest, smc_rms = 0.0, 0.0
+    for r in ours:
+        for adapter in ("numpyro", "pymc"):
+            right, seeds = r[head.index(adapter)].split(" right")[0].split("/")
+            assert right == seeds
+            ratio = r[head.index(f"{adapter} / nuts-bridge")]
+            slowest = max(slowest, float(ratio.split("·")[1].split()[0]))
+        smc_rms = max(smc_rms, float(r[head.index("smc")].split("rms ")[1].split(",")[0]))
+    readme = " ".join(README.read_text().split())
+    bound = float(re.search(r"in at most ([\d.]+)× the time of NUTS", readme).group(1))
+    assert slowest <= bound < slowest + 0.2
+    off = float(re.search(r"`pm.sample_smc` was off by up to (\d+) nats", readme).group(1))
+    assert off <= smc_rms < off + 1

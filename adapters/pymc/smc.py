@@ -168,8 +168,9 @@ def sample_hais(
         array per stage instead; ``inf`` when the weights' variance does not exist),
         ``importance_ess``, ``pareto_k``, ``lag`` and ``evidence_warning`` per chain, the failed
         checks' sentences in the group's ``evidence_checks`` attribute and their names in
-        ``evidence_check_names``; ``observed_data``, ``constant_data``. The posterior draws are particles resampled by weight, copies
-        side by side, so ``az.ess`` of them stays near the importance ESS.
+        ``evidence_check_names``; ``observed_data``, ``constant_data``. The posterior draws
+        are particles resampled by weight, copies side by side, so ``az.ess`` of them stays
+        near the importance ESS.
 
     Notes
     -----
