@@ -347,7 +347,7 @@ def test_target_se_picks_the_number_of_temperatures_for_the_model():
             _regression, num_particles=256, target_se=0.05, initial="prior", progress_bar=False
         )
         h.run(jax.random.key(d), X, y=y)
-        chosen[d] = h.evidence.budget.num_steps
+        chosen[d] = h.evidence.steps_plan.num_steps
         assert h.results[0].settings.num_steps == chosen[d]
         assert abs(h.log_evidence - _regression_exact(X, y)) < TOL * h.log_evidence_se
         # the probe's 1/N prediction is what the main run reaches (within 50%)

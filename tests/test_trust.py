@@ -549,7 +549,7 @@ def test_every_run_of_a_call_gets_its_options(monkeypatch):
                for _, _, o, kw in runs)  # fmt: skip
     assert runs[1][2].run.num_bins == 7 and len(ev.results[0].trace.beta) <= 7
     assert runs[1][2].kernel.num_leapfrog == 2 and runs[1][2].kernel.flips == "reduced"
-    assert ev.num_steps == ev.budget.num_steps  # a StepsPlan, read by name
+    assert ev.num_steps == ev.steps_plan.num_steps  # a StepsPlan, read by name
     assert abs(ev.log_z - model.exact) < 4 * ev.log_z_se + 0.02
 
 

@@ -84,7 +84,7 @@ class Plan(NamedTuple):
     surveyed: int  # the temperatures the pilots surveyed
     progress_bar: bool
     start: float  # time.perf_counter() at the call's start
-    budget: StepsPlan | None = None  # target_se=: the probes' plan
+    steps_plan: StepsPlan | None = None  # target_se=: the probes' plan
     target_se: float | None = None
 
 
@@ -133,7 +133,7 @@ def step(keys: Keys, plan: Plan, state: State) -> tuple[State, RungInfo]:
         results, used = topped_up(key, results, run, room=plan.max_gradients - spent - reserve,
                                   final=final)  # fmt: skip
         spent += used
-    log_z, var, checks = _pooled(results, plan.budget, plan.target_se, steps)
+    log_z, var, checks = _pooled(results, plan.steps_plan, plan.target_se, steps)
     per_step = plan.num_particles * plan.num_chains * gps
     fits = dict(ladder=plan.ladder, max_gradients=plan.max_gradients, checking=plan.checking,
                 steps=steps, per_step=per_step, gps=gps)  # fmt: skip
@@ -182,15 +182,15 @@ def _bias_due(checks, last_rung: bool, later_rung: bool) -> bool:
     return not checks or last_rung or (later_rung and weight_only)
 
 
-def _pooled(results, budget, target_se, steps):
+def _pooled(results, steps_plan, target_se, steps):
     """A rung's chains pooled: log Ẑ, its variance and the failed checks (with ``target_se``'s
-    when a budget chose the temperatures and the SE missed it)."""
+    when the probes' plan chose the temperatures and the SE missed it)."""
     log_z, var = diagnostics.pool([r.log_z for r in results], [r.log_z_se for r in results])
     checks = pooled_checks(results)
-    if budget is not None and not np.sqrt(var) <= SE_SLACK * target_se:
+    if steps_plan is not None and not np.sqrt(var) <= SE_SLACK * target_se:
         checks = checks + (Check(
             "target_se",
             f"the standard error {np.sqrt(var):.3g} missed target_se={target_se:g} with {steps} "
-            f"temperatures (the probe predicted {budget.predicted_se:.3g}). Remedy: more "
+            f"temperatures (the probe predicted {steps_plan.predicted_se:.3g}). Remedy: more "
             "particles or chains, or a larger max_num_steps.", figure=np.sqrt(var)),)
     return log_z, var, checks

@@ -79,7 +79,7 @@ class Evidence:
     log_z_se: float
     checks: tuple[Check, ...]  # the failed checks: each a sentence and its figures
     choice: dict  # initial distribution -> the pilot's importance ESS (initial="auto")
-    budget: StepsPlan | None = None  # target_se=: the probes' SE and the temperatures chosen
+    steps_plan: StepsPlan | None = None  # target_se=: the probes' SE and the temperatures chosen
     bias: BiasCheck | None = None  # the reverse anneal from MCMC draws (ppl_hais.estimate.bias)
     trajectory: tuple[_ladder.Rung, ...] = ()  # the runs made (ppl_hais.checks.ladder)
     gradients: int = 0  # model gradients the call spent: pilots, Laplace fit, runs, checks
@@ -213,17 +213,17 @@ def evidence(
     keys = Keys.of(rng_key)
     name, target, pilot, choice, spent, remembered = _tuned(
         keys.pilot, model, initial, surveyed, options, progress_bar, memory)  # fmt: skip
-    budget, key_chains = _probed(keys.chains, target, pilot, opts.target_se, kernel,
+    steps_plan, key_chains = _probed(keys.chains, target, pilot, opts.target_se, kernel,
         options.pilot, num_particles=num_particles, num_chains=num_chains,
         max_num_steps=opts.max_num_steps,
         max_gradients=None if max_gradients is None else max_gradients - spent)  # fmt: skip
     keys = keys._replace(chains=key_chains)
-    if budget is not None:
-        first, spent = budget.num_steps, spent + budget.probe_gradients
+    if steps_plan is not None:
+        first, spent = steps_plan.num_steps, spent + steps_plan.probe_gradients
     own_reverse = options.run.bidirectional or options.run.reverse_from is not None
     checking = bool(bias_check) and not own_reverse and not discrete(model)
     plan = Plan(model, target, ladder, checking, own_reverse, bias_check, max_gradients,
-                num_chains, num_particles, surveyed, progress_bar, start, budget,
+                num_chains, num_particles, surveyed, progress_bar, start, steps_plan,
                 opts.target_se)  # fmt: skip
     kept = model if ladder and isinstance(initial, str) else None  # a ladder the memory resumes
     kept_key = (initial, surveyed, options, num_particles, num_chains, bias_check, max_gradients)
@@ -241,7 +241,7 @@ def evidence(
     keep(memory, kept, kept_key, trajectory, state.local, state.last_check)
     forward, log_z, var, checks = _answer(trajectory, log_z, var, checks, ladder, max_gradients)
     out = Evidence(results, target, name, float(log_z), float(np.sqrt(var)), checks, choice,
-                   budget, bias, tuple(trajectory), int(spent), max_gradients, forward,
+                   steps_plan, bias, tuple(trajectory), int(spent), max_gradients, forward,
                    remembered, getattr(model, "observed_data", None))  # fmt: skip
     diagnostics.warn(checks, "log evidence", note=checks and getattr(model, "remedy_note", None))
     if getattr(model, "improper", ()):
