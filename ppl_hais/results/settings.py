@@ -5,8 +5,8 @@ Example
 -------
 >>> from ppl_hais.results.settings import RunSettings
 >>> s = RunSettings(kernel="hais", num_particles=512, num_steps=250, gradients_per_particle=250.0)
->>> s.replace(num_runs=2).num_runs, s.total_gradients
-(2, 128000.0)
+>>> s.replace(num_runs=2).num_runs, s.num_runs
+(2, 1)
 >>> RunSettings().attrs()["num_runs"]
 '1'
 """
@@ -89,11 +89,6 @@ class RunSettings:
     def replace(self, **changes) -> RunSettings:
         """A copy with ``changes``."""
         return dataclasses.replace(self, **changes)
-
-    @property
-    def total_gradients(self) -> float:
-        """The main run's model gradients, all particles together."""
-        return float(self.gradients_per_particle * self.num_particles)
 
     def attrs(self) -> dict[str, str]:
         """The given fields as text, for a file's attributes (``simulated`` left out: arrays)."""
