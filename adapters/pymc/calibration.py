@@ -36,10 +36,10 @@ from ppl_hais.workflow.calibration import (
     check_models,
     check_prior_probs,
     draw_models,
-    evidence_record,
     simulate,
 )
 from ppl_hais.workflow.evidence import evidence
+from ppl_hais.workflow.datasets import BATCH_SIZE, evidence_record
 from ppl_hais.workflow.options import EvidenceOptions
 
 from .target import cached_target, log_likelihood_of_data, pymc_model
@@ -57,6 +57,7 @@ def calibrate_bayes_factors(
     random_seed=None,
     progressbar: bool = True,
     options=None,
+    batch_size: int = BATCH_SIZE,
     **kwargs,
 ) -> BayesFactorCalibration:
     """Simulation-based calibration of the Bayes factors between PyMC models.
@@ -81,6 +82,10 @@ def calibrate_bayes_factors(
         stratified ones under equal prior probabilities.
     random_seed : int, optional
     progressbar : bool
+    batch_size : int
+        Data sets estimated side by side (default 16): their anneals run as vmapped calls
+        over the data sets (:mod:`ppl_hais.workflow.datasets`); 1 estimates one data set after
+        another. Either way each estimate tunes itself on its own data from its own key.
     options : ppl_hais.EvidenceOptions or dict, optional
         The options of every evidence (default: the convergence ladder).
     **kwargs
@@ -118,8 +123,9 @@ def calibrate_bayes_factors(
     fits = {n: _fitter(pymc_models[n], options) for n in names}
     key = host_split(host_key(int(rng.integers(2**31 - 1))))[1]  # the evidences' own key
     return calibrate(key, names, prior, true, data, fits, progress_bar=progressbar,
-                     started=start, settings=dict(num_datasets=len(true), stratified=stratified,
-                                                  options=options))  # fmt: skip
+                     started=start, batch_size=batch_size,
+                     settings=dict(num_datasets=len(true), stratified=stratified,
+                                   options=options, batch_size=batch_size))  # fmt: skip
 
 
 def _fitter(model, options):
@@ -136,8 +142,7 @@ def _fitter(model, options):
     target = cached_target(model)
 
     def fit(key, data):
-        run = lambda: evidence(key, target.with_data(data), options,  # noqa: E731
-                               progress_bar=False)  # fmt: skip
-        return evidence_record(run)
+        return evidence_record(evidence(key, target.with_data(data), options,
+                                        progress_bar=False))  # fmt: skip
 
     return fit

@@ -17,6 +17,7 @@ module           one job
                  a chunk of bins at a time (progress and Ctrl-C between calls)
 ``pilot``        the discarded pilot anneal that tunes step size and scale as functions of β
 ``execution``    CPU particle groups, device sharding
+``batching``     several estimates' anneals side by side, as vmapped calls (one design's data sets)
 ``outputs``      host-side: the groups' outputs merged, the scan's bins merged for the result
 ``starvation``   particle groups one at a time where an old jaxlib would deadlock in LAPACK
 ===============  ===============================================================================

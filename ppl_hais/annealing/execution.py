@@ -25,8 +25,10 @@ from ..results.result import InitialSupportError
 from ..runtime.precision import in_thread
 from ..runtime.progress import close_bar, open_run, run_interruptibly, shared_bar
 from ..runtime.structure import compile_once, split
+from . import batching
 from .outputs import finish, merge_groups
 from .program import compiled, drive, empty_loop
+from .scan import num_bins as num_bins_of
 from .starvation import serial_groups
 
 # schedules up to 16,383 temperatures share one compiled program: every rung of the convergence
@@ -127,7 +129,7 @@ def layout(num_particles):
     """
     if jax.default_backend() != "cpu":
         return 1, num_particles
-    most = _two_per_core()
+    most = cpu_threads()
     pilot_sized = -(-num_particles // GROUP_PARTICLES)
     padding = pilot_sized * GROUP_PARTICLES - num_particles
     fits = max(most // 2, 1) <= pilot_sized and padding <= PAD_LIMIT * num_particles
@@ -155,7 +157,7 @@ def top_up_unit(num_particles, num_chains=1, num_devices=1) -> int:
     runs of ``num_particles``."""
     if num_devices > 1 or jax.default_backend() != "cpu":
         return int(num_particles)
-    groups = -(-max(_two_per_core() // 2, 1) // max(int(num_chains), 1))
+    groups = -(-max(cpu_threads() // 2, 1) // max(int(num_chains), 1))
     return int(min(num_particles, GROUP_PARTICLES * groups))
 
 
@@ -164,10 +166,10 @@ def concurrent_groups() -> int:
     :func:`layout`'s groups are). With groups of 64 for every population, four
     chains of the 50-D regression (32 groups) ran 1.1× slower with all 32 at once and 1.2×
     slower with two per core at once (a scratch A/B, 2 cores)."""
-    return 4 * _two_per_core()
+    return 4 * cpu_threads()
 
 
-def _two_per_core() -> int:
+def cpu_threads() -> int:
     cores = _CORES.get()
     if cores is None:
         try:
@@ -220,14 +222,21 @@ def run(
 
     empty = empty_loop(structure, arrays, kernel, size, len(args[1]), positions.shape[-1])
 
-    def group(g):
+    def arguments(g):
         chunk = positions[g * size : (g + 1) * size]
-        call = partial(fn, arrays, *args, chunk, g * size, scale_ref, *switches, valid)
+        return arrays, *args, chunk, g * size, scale_ref, *switches, valid
+
+    def group(g):
+        call = partial(fn, *arguments(g))
         return drive(call, empty, num_steps, run_ids[g], pace=(fn, groups))
 
-    outs = None
+    outs, batch = None, batching.current()
     try:
-        if groups > 1 and serial_groups(structure, target):  # one group at a time
+        if batch is not None:  # side by side with other estimates' anneals (a calibration)
+            outs = batch.run((structure, kernel, size),
+                             [(*arguments(g), empty) for g in range(groups)],
+                             num_bins_of(num_steps))  # fmt: skip
+        elif groups > 1 and serial_groups(structure, target):  # one group at a time
             (outs,) = run_interruptibly([in_thread(lambda: [group(g) for g in range(groups)])])
         else:
             calls = [in_thread(lambda g=g: group(g)) for g in range(groups)]

@@ -26,18 +26,37 @@ from ..runtime import progress
 from ..runtime.structure import merge
 from . import scan
 
-__all__ = ["compiled", "drive", "empty_loop"]
+__all__ = ["compiled", "drive", "empty_loop", "vectorized"]
 
 
 @lru_cache(maxsize=32)
 def compiled(structure, kernel, *, num_particles):
-    """The annealing scan, jitted once per target *structure* (``ppl_hais.runtime.structure``): the
-    target's arrays (a model's data, a Gaussian's mean) are arguments, and so are the number of
-    temperatures (the schedule comes
-    :func:`~ppl_hais.annealing.execution.padded`), the pilot's switches (``adapt_target``: −1
-    off; ``adapt_scale``; ``record``) and the count of particles that are not padding
-    (``num_valid``): a new budget, a pilot, a main run's group and the bias check's reverse
-    anneal of ``num_particles`` particles all run one program
+    """:func:`anneal_program` jitted: one anneal of ``num_particles`` particles per call."""
+    return jax.jit(anneal_program(structure, kernel, num_particles=num_particles))
+
+
+@lru_cache(maxsize=32)
+def vectorized(structure, kernel, *, num_particles):
+    """:func:`anneal_program` vmapped over a leading axis of every argument and jitted: several
+    anneals of one structure (data sets of one design, particle groups) in one call
+    (:mod:`~ppl_hais.annealing.batching`). A key is passed as its key data (uint32) and
+    wrapped inside, so that the host can stack the arguments as arrays."""
+    run = anneal_program(structure, kernel, num_particles=num_particles)
+
+    def one(arrays, key_data, *rest):
+        return run(arrays, jax.random.wrap_key_data(key_data), *rest)
+
+    return jax.jit(jax.vmap(one))
+
+
+def anneal_program(structure, kernel, *, num_particles):
+    """The annealing scan of one target *structure* (``ppl_hais.runtime.structure``), jitted
+    once per structure by :func:`compiled` (or :func:`vectorized`): the target's arrays (a
+    model's data, a Gaussian's mean) are arguments, and so are the number of temperatures (the
+    schedule comes :func:`~ppl_hais.annealing.execution.padded`), the pilot's switches
+    (``adapt_target``: −1 off; ``adapt_scale``; ``record``) and the count of particles that
+    are not padding (``num_valid``): a new budget, a pilot, a main run's group and the bias
+    check's reverse anneal of ``num_particles`` particles all run one program
     (:data:`~ppl_hais.annealing.execution.GROUP_PARTICLES`).
 
     The program runs the bins from ``loop.bin`` to ``until``
@@ -64,7 +83,7 @@ def compiled(structure, kernel, *, num_particles):
                             **kw)  # fmt: skip
         return loop, scan.output(loop, scan.valid_particles(num_particles, offset, num_valid)[0])
 
-    return jax.jit(run)
+    return run
 
 
 @lru_cache(maxsize=32)

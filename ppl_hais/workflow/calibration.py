@@ -34,22 +34,19 @@ Example
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy.special import logsumexp
-from tqdm.auto import tqdm
 
-from ..checks.diagnostics import EvidenceWarning, warn
-from ..checks.record import names
-from ..mcmc.fast_random import host_fold_in
+from ..checks.record import warn
 from ..results.arviz import assemble
+from .datasets import BATCH_SIZE, estimate_all
 
 __all__ = ["BayesFactorCalibration", "calibrate", "check_models", "check_prior_probs",
-           "draw_models", "evidence_record", "simulate"]
+           "draw_models", "simulate"]
 
 
 def draw_models(rng: np.random.Generator, prior_probs, num_datasets: int,
@@ -110,43 +107,18 @@ def check_prior_probs(names, prior_probs) -> np.ndarray:
     return prior / prior.sum()
 
 
-def evidence_record(run) -> tuple[float, float, str, int]:
-    """(log Z, SE, the failed checks' names comma-separated, gradients) of ``run()``, an
-    :class:`~ppl_hais.workflow.evidence.Evidence`, its ``EvidenceWarning`` kept as the record
-    instead of raised (the calibration states them together)."""
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always", EvidenceWarning)
-        ev = run()
-    failed = ",".join(names(ev.checks))
-    if not failed and any(issubclass(w.category, EvidenceWarning) for w in seen):
-        failed = "warning"
-    return float(ev.log_z), float(ev.log_z_se), failed, int(ev.gradients)
-
-
 def calibrate(rng_key, names, prior, true, datasets, fits, *, progress_bar=True,
-              settings=None, started=None) -> BayesFactorCalibration:  # fmt: skip
-    """Every model's evidence on every data set: ``fits[name](key, data)`` returns
-    :func:`evidence_record`'s tuple for one data set (``{site: values}``, row ``d`` of
-    ``datasets``), each from its own key; then the calibration, warning where it misses."""
-    shape = (len(true), len(names))
-    log_z, se, grads = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-    checks = np.full(shape, "", dtype=object)
+              settings=None, started=None, batch_size=BATCH_SIZE):  # fmt: skip
+    """Every model's evidence on every data set (``fits[name](key, data)``, ``batch_size``
+    data sets side by side: :func:`~ppl_hais.workflow.datasets.estimate_all`), then the
+    :class:`BayesFactorCalibration`, warning where it misses."""
     start = time.perf_counter() if started is None else started
-    with tqdm(total=shape[0] * shape[1], desc="calibration", disable=not progress_bar) as bar:
-        for d in range(shape[0]):
-            one = {k: v[d] for k, v in datasets.items()}
-            for m, name in enumerate(names):
-                key = host_fold_in(rng_key, d * shape[1] + m)
-                try:
-                    log_z[d, m], se[d, m], checks[d, m], grads[d, m] = fits[name](key, one)
-                except (ValueError, FloatingPointError, np.linalg.LinAlgError) as err:
-                    # kept as a failed estimate, never dropped: its data set counts as warned
-                    log_z[d, m], se[d, m], checks[d, m] = np.nan, np.inf, f"failed ({err})"
-                bar.update(1)
+    est = estimate_all(rng_key, list(names), datasets, fits, batch_size=batch_size,
+                       progress_bar=progress_bar)  # fmt: skip
     out = BayesFactorCalibration(tuple(names), np.asarray(prior, float), np.asarray(true),
-                                 log_z, se, checks != "", checks, grads,
-                                 time.perf_counter() - start, dict(settings or {}),
-                                 dict(datasets))  # fmt: skip
+                                 est.log_z, est.log_z_se, est.checks != "", est.checks,
+                                 est.gradients, time.perf_counter() - start,
+                                 dict(settings or {}), dict(datasets))  # fmt: skip
     out.warn_if_miscalibrated()
     return out
 
