@@ -29,7 +29,8 @@ Student-t, funnels, a Laplace; no threshold was chosen on them) through the same
 ``--models ppl`` six two-parameter models written with each PPL's own distributions (a Bayesian
 lasso, Poisson and near-separable logistic regressions, Student-t and Cauchy location-scale models,
 a label-switching mixture), exact by quadrature; ``--models ridges`` 10-D bananas whose nine other
-coordinates all bend with the first (not yet right: see docs/trust_suite_ridges.md). ``make bench``
+coordinates all bend with the first, a ridge winding in 8-D and a thin 2-D ring (the bananas
+not yet right: see docs/trust_suite_ridges.md). ``make bench``
 writes the default suite's page, BlackJAX's rows beside ours:
 
     python benchmarks/trust_suite.py --seeds 20 --adapters numpyro,pymc,blackjax,blackjax-long \
@@ -308,11 +309,43 @@ def twisted_banana_logpdf(dim, b, sd1=10.0):
     return logpdf
 
 
+def sine_ridge_logpdf(dim, amplitude=1.5, width=0.2, sd1=2.0):
+    """A normalized ridge that winds: z₀ ~ N(0, sd1²) and coordinate i ≥ 1
+    N(amplitude · sin(z₀ + i), width²), each bending with z₀ at its own phase."""
+
+    def logpdf(m, z):
+        phase = np.arange(1, dim)
+        y = (z[1:] - amplitude * m.sin(z[0] + phase)) / width
+        return (-0.5 * (z[0] / sd1) ** 2 - 0.5 * m.sum(y * y) - math.log(sd1)
+                - (dim - 1) * math.log(width) - 0.5 * dim * LOG2PI)  # fmt: skip
+
+    return logpdf
+
+
+def ring_logpdf(radius=3.0, width=0.15):
+    """A normalized 2-D ring: density ∝ exp(−(|z| − radius)² / (2 width²)), whose integral
+    2π (width² e^{−radius²/(2 width²)} + radius · width · √(2π) Φ(radius/width)) is exact."""
+    from scipy.stats import norm
+
+    log_norm = math.log(2 * math.pi * (width**2 * math.exp(-(radius**2) / (2 * width**2))
+                        + radius * width * math.sqrt(2 * math.pi) * norm.cdf(radius / width)))
+
+    def logpdf(m, z):
+        rho = m.sqrt(m.sum(z * z))
+        return -0.5 * ((rho - radius) / width) ** 2 - log_norm
+
+    return logpdf
+
+
 def ridge_cases():
     """Curved ridges written as a factor over N(0, 3² I) priors (exact log Z = 0): bananas
-    whose nine other coordinates all bend with the first, as a user writes a banana in 10-D."""
-    return {f"twisted banana 10-D, b = {b}": potential_case(twisted_banana_logpdf(10, b), 10, 3.0)
-            for b in (0.03, 0.1)}  # fmt: skip
+    whose nine other coordinates all bend with the first, as a user writes a banana in 10-D;
+    beside them two ridges no threshold was set on, a ridge winding in 8-D and a thin ring."""
+    out = {f"twisted banana 10-D, b = {b}": potential_case(twisted_banana_logpdf(10, b), 10, 3.0)
+           for b in (0.03, 0.1)}  # fmt: skip
+    out["sine ridge 8-D"] = potential_case(sine_ridge_logpdf(8), 8, 3.0)
+    out["ring 2-D"] = potential_case(ring_logpdf(), 2, 3.0)
+    return out
 
 
 def hierarchy_data(sizes, tau, sigma, seed):
@@ -850,7 +883,7 @@ def write(args, rows):
         {"suite": "# The trust suite: hard-but-ordinary models",
          "heldout": "# The trust suite on held-out models (benchmarks/trust_heldout.py's)",
          "ppl": "# The trust suite on held-out two-parameter models in each PPL's terms",
-         "ridges": "# The trust suite on curved ridges in 10-D",
+         "ridges": "# The trust suite on curved ridges: 10-D bananas, a winding ridge, a ring",
          "users": "# The models users fit, beside NUTS + bridge sampling and pm.sample_smc",
          }[args.models]
         + (", BlackJAX's adaptive tempered SMC" if smc

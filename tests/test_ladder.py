@@ -234,6 +234,23 @@ def test_a_rung_whose_bridge_needs_no_warning_ends_the_ladder():
     assert ends((prev, last._replace(failed=())))  # settled: no check fails
 
 
+def test_an_unwarned_bridge_carries_its_stated_interval_in_its_se():
+    """A bridge cleared because the previous rung's agrees (the twisted banana's case: every
+    direction agreeing while the arms' mass is missed) has an SE of at least its stated
+    interval's half-width, so its ±2 SE reaches either end; a warned bridge, whose warning
+    states the interval, keeps its own SE."""
+    prev = Rung(1000, -0.80, 0.04, ("pareto_k", "lag", "bias"), 0.30, 1_100_000, 1.0,
+                lag=0.22, outside=0.4, bias_gap_se=0.06, bridge=-0.42, bridge_se=0.05)
+    last = Rung(4000, -0.62, 0.03, ("pareto_k", "lag", "bias"), 0.25, 4_500_000, 3.0,
+                lag=0.21, outside=0.4, bias_gap_se=0.05, bridge=-0.38, bridge_se=0.04)
+    low, high = bridge_figures((prev, last), last.bridge)
+    assert max(low, high) > BRIDGE_CLEAR and low > 0.2 and high > 0.2  # cleared by agreement
+    se = bridge_se((prev, last))
+    assert ends((prev, last)) and se >= (low + high) / 2 > 2 * max(low, high) / 4
+    moved = (prev._replace(bridge=-0.8), last)  # 0.42 apart: warned, its own SE alone
+    assert not ends(moved) and bridge_se(moved) == pytest.approx(last.bridge_se)
+
+
 def test_escalating_can_clear_the_warning():
     """A 30-D Student-t (ν = 2) from N(0, I): the first rung's weights fail a check, a longer
     rung passes them and the bias check; the call ends without a warning, right. (From the
