@@ -38,8 +38,8 @@ from ppl_hais.workflow.calibration import (
     draw_models,
     simulate,
 )
-from ppl_hais.workflow.evidence import evidence
 from ppl_hais.workflow.datasets import BATCH_SIZE, evidence_record
+from ppl_hais.workflow.evidence import evidence
 from ppl_hais.workflow.options import EvidenceOptions
 
 from .target import cached_target, log_likelihood_of_data, pymc_model

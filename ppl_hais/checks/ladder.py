@@ -289,7 +289,7 @@ def _agreement(trajectory) -> float:
     last = trajectory[-1]
     prev = trajectory[-2] if len(trajectory) > 1 else last._replace(bridge=np.nan)
     if abs(last.bridge - prev.bridge) <= CLEAR_MOVE and not unsizable(trajectory):  # NaN: no
-        return float(np.hypot(prev.bridge_se, (last.bridge - prev.bridge) / np.sqrt(2)))
+        return float(np.hypot(np.nan_to_num(prev.bridge_se), (last.bridge - prev.bridge) / 2**0.5))
     return float("nan")
 
 
@@ -307,7 +307,7 @@ def bridge_clears(trajectory) -> bool:
     True
     """
     interval = max(bridge_figures(trajectory, trajectory[-1].bridge))
-    return interval <= BRIDGE_CLEAR or bool(np.isfinite(_agreement(trajectory)))
+    return bool(interval <= BRIDGE_CLEAR or np.isfinite(_agreement(trajectory)))
 
 
 def bridge_se(trajectory) -> float:
