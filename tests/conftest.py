@@ -21,6 +21,16 @@ def _strict_broadcasting(request):
         yield
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """After each test module, JAX's compiled programs are dropped (the next module loads what
+    it needs from the persistent cache). Each compiled anneal holds hundreds of the process's
+    memory maps, and a test worker that kept every module's ran into Linux's 65,530 (a
+    segmentation fault reading the compilation cache on the oldest stack)."""
+    yield
+    jax.clear_caches()
+
+
 @pytest.fixture
 def key():
     """The tests' fixed key. ``PPL_HAIS_TEST_SEED=k`` replaces it: the statistical tests'
