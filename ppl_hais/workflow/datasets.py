@@ -13,10 +13,11 @@ ladder's thresholds the other way (another valid estimate, as from another key).
 
 Example
 -------
->>> import numpy as np
+>>> import jax, numpy as np
 >>> from ppl_hais.workflow.datasets import estimate_all
 >>> fits = {"M": lambda key, data: (float(data["y"].sum()), 0.0, "", 0)}
->>> out = estimate_all(None, ["M"], {"y": np.ones((3, 2))}, fits, progress_bar=False)
+>>> out = estimate_all(jax.random.key(0), ["M"], {"y": np.ones((3, 2))}, fits,
+...                    progress_bar=False)
 >>> out.log_z[:, 0].tolist()
 [2.0, 2.0, 2.0]
 """
@@ -81,7 +82,7 @@ def estimate_all(rng_key, models, datasets, fits, *, batch_size: int = BATCH_SIZ
     batch, stop = Batch(workers, threads=threads), threading.Event()
 
     def one(d, m):
-        key = host_fold_in(rng_key, d * shape[1] + m) if rng_key is not None else None
+        key = host_fold_in(rng_key, d * shape[1] + m)
         data = {k: v[d] for k, v in datasets.items()}
         try:
             record = fits[models[m]](key, data)
