@@ -96,31 +96,31 @@ def test_a_passing_rung_whose_se_particles_bound_is_topped_up_with_particles():
     assert res.settings.run_particles == 64
     assert np.isfinite(rung.bias_gap) and PRECISE_SE < rung.log_z_se <= MOST_SE
     assert not ev.checks and abs(ev.log_z - exact) < 4 * ev.log_z_se
-    assert ev.log_z_se == pytest.approx(np.hypot(rung.log_z_se, ev.shortfall / 2), rel=1e-12)
+    assert ev.bridged and ev.log_z_se == pytest.approx(bridge_se(ev.trajectory), rel=1e-12)
     assert ev.gradients > res.num_particles * res.settings.gradients_per_particle
     fixed = evidence(jax.random.key(1), model, num_steps=250, **run)
     assert fixed.results[0].settings.num_runs == 1 and fixed.log_z_se > MOST_SE
     assert fixed.results[0].num_particles == 64
 
 
-def test_a_passing_rungs_se_holds_its_bias_checks_gap_above_it():
-    """A last rung that passes every check keeps its forward estimate; where its bias check's
-    reverse estimate lies above it (key 0: +0.003), log Z may lie up to that gap higher (the
-    two anneals bracket it), so the call's SE is the rung's and the gap combined; a reverse
-    estimate below it (key 2: −0.004) is noise and leaves the SE alone. Either way, an unwarned
-    call's SE carries half its stated shortfall beside the rung's noise: its ±2 SE reaches the
-    shortfall beyond the noise."""
+def test_a_passing_rung_whose_bias_check_ran_gives_the_bridge_and_its_interval():
+    """A last rung that passes every check with its bias check run gives the bridge of its
+    forward and reverse anneals (Bennett's: on every model of the trust suites its rms error
+    was below the forward estimate's), the forward estimate kept as ``log_z_forward``. Its SE
+    carries its own, half its stated interval (the truth may lie anywhere in it) and a reverse
+    estimate's distance below (key 2: −0.004), so its ±2 SE reaches the stated shortfall."""
     f, exact = _gaussian()
     for key, above in ((0, True), (2, False)):
         ev = evidence(jax.random.key(key), _TargetModel(f, 3), num_particles=256,
                       bias_check=True, progress_bar=False)  # fmt: skip
         last = ev.trajectory[-1]
-        assert not ev.checks and not ev.cleared and not ev.bridged and (last.bias_gap > 0) == above
-        assert ev.log_z == last.log_z and ev.bias_gap == last.bias_gap
-        gap = last.bias_gap if above else 0.0
-        want = np.hypot(last.log_z_se, max(gap, ev.shortfall / 2))
+        assert not ev.checks and not ev.cleared and ev.bridged and (last.bias_gap > 0) == above
+        assert ev.log_z == last.bridge and ev.log_z_forward == last.log_z
+        low, high = bridge_figures(ev.trajectory, ev.log_z)
+        below = min(last.bias_gap, 0.0)
+        want = np.sqrt(last.bridge_se**2 + below**2 + ((low + high) / 2) ** 2)
         assert ev.log_z_se == pytest.approx(want, rel=1e-12)
-        assert 0 < ev.shortfall < 2 * ev.log_z_se
+        assert ev.shortfall == pytest.approx(low) and 0 < ev.shortfall < 2 * ev.log_z_se
         assert abs(ev.log_z - exact) < 3 * ev.log_z_se + 0.01
 
 

@@ -36,18 +36,18 @@ low the estimate may be, in nats (:func:`shortfall`), and, where one weight domi
 *high* (``Rung.excess``, :func:`~ppl_hais.stats.estimators.excess`); where most particles ended
 beyond the start and still predict their weights (:func:`unsizable`), the shortfall is ``inf``.
 
-**The bridge** (:func:`bridge_figures`). When a rung still fails and its bias check ran, its
-estimate is Bennett's bridge of the forward weights and the check's reverse weights
-(``Rung.bridge``). Its SE omits the MCMC draws' error, so the call states the interval in nats
-around it: no higher than the forward estimate plus its shortfall, no lower than the forward
-estimate less its stated excess and two of its SEs (a forward anneal's log Ẑ is a stochastic lower
-bound). The bridge comes without a warning (:func:`bridge_clears`) where that interval lies within
+**The bridge** (:func:`bridge_figures`). Where the last rung's bias check ran, the estimate is
+Bennett's bridge of the forward weights and the check's reverse weights (``Rung.bridge``; on every
+model of the trust suites its rms error was below the forward estimate's). Its SE omits the MCMC
+draws' error, so the call states the interval in nats around it: no higher than the forward
+estimate plus its shortfall, no lower than the forward estimate less its stated excess and two of
+its SEs (a forward anneal's log Ẑ is a stochastic lower bound). A rung that still fails a check
+gives its bridge without a warning (:func:`bridge_clears`) where that interval lies within
 ``BRIDGE_CLEAR`` either way (a Bayes factor's doubt of at most e^0.2 ≈ 1.22), or where the previous
 rung's bridge, an independent run, lies within ``CLEAR_MOVE`` of it while what is missing can be
-sized; either way its SE carries the interval's half-width (:func:`bridge_se`), the checks go to
-``Rung.cleared``, and from ``FIXED_NUM_STEPS`` temperatures on the ladder ends there (:func:`ends`):
-on the suite's funnel from N(0, I) NumPyro's calls right on 20 of 20 at a median 3.5 M
-gradients, most ending at 4000 temperatures, where 16,000 had been right on 15.
+sized; an unwarned bridge's SE carries the interval's half-width (:func:`bridge_se`), the checks go
+to ``Rung.cleared``, and from ``FIXED_NUM_STEPS`` temperatures on the ladder ends there
+(:func:`ends`): on the suite's funnel from N(0, I) NumPyro's calls right on 20 of 20.
 
 Example
 -------
@@ -313,15 +313,15 @@ def bridge_clears(trajectory) -> bool:
 def bridge_se(trajectory) -> float:
     """The SE of the last rung's bridge: its own (``Rung.bridge_se``, which omits the check's
     MCMC draws' error), a reverse estimate's distance *below* the forward one (exact draws put
-    it above: the draws err by at least that); for a bridge without a warning, the half-width
-    of its stated interval (:func:`bridge_figures`; the truth may lie anywhere in it) and the
-    agreeing bridges' spread. On the twisted 10-D banana (b = 0.1) no particle reaches the
-    arms and every direction agrees 0.3–0.5 nat low: half the interval's larger side left
-    unwarned bridges beyond 2 SE + 0.02 (docs/trust_suite_users.md)."""
+    it above: the draws err by at least that); for a bridge without a warning (a rung that
+    passed, or :func:`bridge_clears`), the half-width of its stated interval
+    (:func:`bridge_figures`; the truth may lie anywhere in it) and the agreeing bridges' spread.
+    On the twisted 10-D banana no particle reaches the arms and every direction agrees low:
+    half the interval's larger side left unwarned bridges beyond 2 SE + 0.02."""
     last = trajectory[-1]
     low, high = bridge_figures(trajectory, last.bridge)
     below = min(last.bias_gap, 0.0) if np.isfinite(last.bias_gap) else 0.0
-    spread, cleared = _agreement(trajectory), bridge_clears(trajectory)
+    spread, cleared = _agreement(trajectory), not last.failed or bridge_clears(trajectory)
     parts = (last.bridge_se, below, (low + high) / 2 if cleared else 0.0,
              spread if np.isfinite(spread) else 0.0)  # fmt: skip
     return float(np.sqrt(sum(p * p for p in parts)))

@@ -160,7 +160,7 @@ def sample_stats_dataset(
     ``rung``, the failed checks' names in the ``ladder_checks`` attribute, one line per rung,
     and the call's ``gradients`` as an attribute); ``evidence``: the call's
     :class:`~ppl_hais.workflow.evidence.Evidence`, whose pooled estimate (the chains pooled, a
-    cleared rung's SE, or the bridge of a last rung that still failed) becomes the scalars
+    cleared rung's SE, or the bridge of a last rung whose bias check ran) becomes the scalars
     ``log_evidence`` and ``log_evidence_se``, with its ``shortfall``, ``excess`` and
     ``bridged`` as attributes; ``evidence_warning`` is then the call's verdict on every chain,
     and where the answer is not the chains' own estimates, ``log_marginal_likelihood`` holds

@@ -90,8 +90,8 @@ class Evidence:
 
     @property
     def bridged(self) -> bool:
-        """Whether ``log_z`` bridges the last rung's forward and reverse anneals (a last rung
-        that still failed a check; :mod:`ppl_hais.checks.ladder`), not ``log_z_forward``."""
+        """Whether ``log_z`` bridges the last rung's forward and reverse anneals (a ladder's last
+        rung whose bias check ran; :mod:`ppl_hais.checks.ladder`), not ``log_z_forward``."""
         return bool(np.isfinite(self.log_z_forward))
 
     @property
@@ -182,15 +182,18 @@ def evidence(
     asks for and pools them (:mod:`ppl_hais.workflow.runs`); after a rung of 1000 or more whose
     bias check found over 0.1 nat missing while its lag check failed, the rungs give each
     particle a step size of its own (unless the call sets ``local_steps``;
-    :func:`ppl_hais.checks.ladder.needs_local_steps`). A rung that still fails with its bias
-    check run is given as the bridge of its forward and reverse anneals (``Evidence.bridged``,
-    ``Evidence.log_z_forward``); it ends the ladder where the bridge needs no warning, else the
-    last states the gap in nats (the ``converged`` check; :func:`ppl_hais.checks.ladder.ends`).
+    :func:`ppl_hais.checks.ladder.needs_local_steps`). Every rung after the first gets the bias
+    check. A last rung whose bias check ran is given as the bridge of its forward and reverse
+    anneals (``Evidence.bridged``, ``Evidence.log_z_forward``), its SE carrying half the interval
+    it may be off by; one that still fails a check ends the ladder where the bridge needs no
+    warning, else the last states the gap in nats (the ``converged`` check;
+    :func:`ppl_hais.checks.ladder.ends`).
 
-    Where the last rung passes every check and its bias check's reverse estimate lies above it,
-    the SE includes that gap: the two anneals bracket log Z, so it may lie up to the gap above.
-    A call without a warning carries half its ``shortfall`` (what its trajectory says may be
-    missing) in its SE beside the noise, so that its ±2 SE reaches it beyond the noise.
+    Where the last rung passes every check without a bridge and its bias check's reverse
+    estimate lies above it, the SE includes that gap: the two anneals bracket log Z, so it may
+    lie up to the gap above. A call without a warning carries half its ``shortfall`` (what its
+    trajectory says may be missing) in its SE beside the noise, so that its ±2 SE reaches it
+    beyond the noise.
 
     ``memory``: a :class:`~ppl_hais.workflow.memory.Memory` that keeps the start and its tuning
     (the pilots draw from the call's key) for the next call given it on the same model, data and
@@ -279,16 +282,17 @@ def _probed(key_chains, target, pilot, target_se, kernel, pilot_options, **sizes
 
 def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
     """(the forward estimate where a bridge replaced it, else NaN; log Ẑ; its variance; the
-    checks) from the last rung: a last rung still failing with both directions is bridged; one
-    that passed with its reverse estimate above widens the SE by the gap (log Z may lie up to
-    the gap above); the ladder states what may remain. An answer without a warning carries half
+    checks) from the last rung: a last rung with both directions is bridged (a failing one
+    unwarned where :func:`~ppl_hais.checks.ladder.bridge_clears`); one that passed without a
+    bridge but with its reverse estimate above widens the SE by the gap (log Z may lie up to the
+    gap above); the ladder states what may remain. An answer without a warning carries half
     its shortfall in its SE beside its noise, so that its ±2 SE reaches the shortfall beyond the
     noise: a shortfall is either stated by a warning or inside the error bar."""
     forward, bridge, last, noise = float("nan"), None, trajectory[-1], var
-    if ladder and last.failed and np.isfinite(last.bridge):
+    if ladder and np.isfinite(last.bridge):  # both directions ran: their bridge
         forward, bridge, log_z = float(log_z), last.bridge, last.bridge
         var = _ladder.bridge_se(trajectory) ** 2
-        if _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
+        if last.failed and _ladder.bridge_clears(trajectory):  # its doubt in its SE, no warning
             trajectory[-1], checks = last._replace(failed=(), cleared=last.failed), ()
     elif not last.failed and not last.cleared and last.bias_gap > 0:
         var = var + last.bias_gap**2
