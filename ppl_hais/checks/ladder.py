@@ -51,9 +51,7 @@ to ``Rung.cleared``, and from ``FIXED_NUM_STEPS`` temperatures on the ladder end
 
 Example
 -------
->>> from ppl_hais.checks.ladder import Rung, next_num_steps, remaining_gap, shortfall
->>> next_num_steps(1000)
-4000
+>>> from ppl_hais.checks.ladder import Rung, remaining_gap, shortfall
 >>> rungs = (Rung(1000, -10.30, 0.02, ("lag",), float("nan"), 600_000, 0.2),
 ...          Rung(4000, -10.10, 0.02, ("lag",), float("nan"), 2_700_000, 0.6))
 >>> round(shortfall(rungs), 2)  # rose 0.2 over 4×; a bias shrinking by ¾ per 4× leaves 0.6
@@ -192,9 +190,10 @@ def needs_local_steps(trajectory) -> bool:
 
 
 def _highest_upper(trajectory) -> float:
-    """The highest upper estimate (log Ẑ + its bias check's gap) of the rungs (-inf: none)."""
-    return max((r.log_z + r.bias_gap for r in trajectory if np.isfinite(r.bias_gap)),
-               default=-np.inf)  # fmt: skip
+    """The highest upper estimate (log Ẑ + its bias check's gap) of the rungs (-inf: none) but
+    those whose SE is inf: their check's draws, resampled by weight, are a handful of particles."""
+    return max((r.log_z + r.bias_gap for r in trajectory
+                if np.isfinite(r.bias_gap) and np.isfinite(r.log_z_se)), default=-np.inf)
 
 
 def cleared_se(trajectory, se_delta: float) -> float:
