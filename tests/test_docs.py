@@ -276,6 +276,13 @@ def test_the_benchmarks_index_states_the_ridges_page_as_it_is():
         hits, seeds = mild[right].split("/")
         assert float(mild[2].split()[0]) < -0.05 and int(hits) < int(seeds)
         assert mild[beyond] == "0" and int(mild[bridged].split()[0]) > int(seeds) // 2
+        if adapter == "numpyro":  # the trust guide's sentence on the bridge, from this row
+            guide = " ".join((README.parent / "docs" / "guide" / "trust.md").read_text().split())
+            forward = mild[bridged].split(" · ")[1].split("/")[0]
+            said = (f"every call's estimate is a bridge; where the forward estimates were right on "
+                    f"{forward} of {seeds} runs through NumPyro, the bridges were right on {hits}")
+            assert mild[bridged].split()[0] == seeds and said in guide
+            assert int(hits) > int(forward)
         for model in ("sine ridge 8-D", "ring 2-D"):
             row = rows[(model, adapter)]
             hits, seeds = row[right].split("/")

@@ -107,8 +107,9 @@ def test_a_passing_rung_whose_bias_check_ran_gives_the_bridge_and_its_interval()
     """A last rung that passes every check with its bias check run gives the bridge of its
     forward and reverse anneals (Bennett's: on every model of the trust suites its rms error
     was below the forward estimate's), the forward estimate kept as ``log_z_forward``. Its SE
-    carries its own, half its stated interval (the truth may lie anywhere in it) and a reverse
-    estimate's distance below (key 2: −0.004), so its ±2 SE reaches the stated shortfall."""
+    carries its own and half its stated interval (the truth may lie anywhere in it; a reverse
+    estimate below, key 2's −0.004, pulls the bridge within it), so its ±2 SE reaches the
+    stated shortfall."""
     f, exact = _gaussian()
     for key, above in ((0, True), (2, False)):
         ev = evidence(jax.random.key(key), _TargetModel(f, 3), num_particles=256,
@@ -117,8 +118,7 @@ def test_a_passing_rung_whose_bias_check_ran_gives_the_bridge_and_its_interval()
         assert not ev.checks and not ev.cleared and ev.bridged and (last.bias_gap > 0) == above
         assert ev.log_z == last.bridge and ev.log_z_forward == last.log_z
         low, high = bridge_figures(ev.trajectory, ev.log_z)
-        below = min(last.bias_gap, 0.0)
-        want = np.sqrt(last.bridge_se**2 + below**2 + ((low + high) / 2) ** 2)
+        want = np.hypot(last.bridge_se, (low + high) / 2)
         assert ev.log_z_se == pytest.approx(want, rel=1e-12)
         assert ev.shortfall == pytest.approx(low) and 0 < ev.shortfall < 2 * ev.log_z_se
         assert abs(ev.log_z - exact) < 3 * ev.log_z_se + 0.01

@@ -37,8 +37,8 @@ low the estimate may be, in nats (:func:`shortfall`), and, where one weight domi
 beyond the start and still predict their weights (:func:`unsizable`), the shortfall is ``inf``.
 
 **The bridge** (:func:`bridge_figures`). Where the last rung's bias check ran, the estimate is
-Bennett's bridge of the forward weights and the check's reverse weights (``Rung.bridge``; on every
-model of the trust suites its rms error was below the forward estimate's). Its SE omits the MCMC
+Bennett's bridge of the forward weights and the check's reverse weights (``Rung.bridge``: each
+direction alone is biased by its weights' tail, the bridge reads both). Its SE omits the MCMC
 draws' error, so the call states the interval in nats around it: no higher than the forward
 estimate plus its shortfall, no lower than the forward estimate less its stated excess and two of
 its SEs (a forward anneal's log Ẑ is a stochastic lower bound). A rung that still fails a check
@@ -311,15 +311,16 @@ def bridge_clears(trajectory) -> bool:
 
 def bridge_se(trajectory) -> float:
     """The SE of the last rung's bridge: its own (``Rung.bridge_se``, which omits the check's
-    MCMC draws' error), a reverse estimate's distance *below* the forward one (exact draws put
-    it above: the draws err by at least that); for a bridge without a warning (a rung that
-    passed, or :func:`bridge_clears`), the half-width of its stated interval
-    (:func:`bridge_figures`; the truth may lie anywhere in it) and the agreeing bridges' spread.
+    MCMC draws' error); on a rung that failed a check, a reverse estimate's distance *below* the
+    forward one (exact draws put it above: the draws err by at least that); for a bridge without
+    a warning (a rung that passed, whose interval bounds the draws' pull, or
+    :func:`bridge_clears`), the half-width of its stated interval (:func:`bridge_figures`; the
+    truth may lie anywhere in it) and the agreeing bridges' spread.
     On the twisted 10-D banana no particle reaches the arms and every direction agrees low:
     half the interval's larger side left unwarned bridges beyond 2 SE + 0.02."""
     last = trajectory[-1]
     low, high = bridge_figures(trajectory, last.bridge)
-    below = min(last.bias_gap, 0.0) if np.isfinite(last.bias_gap) else 0.0
+    below = min(last.bias_gap, 0.0) if np.isfinite(last.bias_gap) and last.failed else 0.0
     spread, cleared = _agreement(trajectory), not last.failed or bridge_clears(trajectory)
     parts = (last.bridge_se, below, (low + high) / 2 if cleared else 0.0,
              spread if np.isfinite(spread) else 0.0)  # fmt: skip
