@@ -173,7 +173,8 @@ def _checks_due(plan: Plan, results, index: int) -> bool:
     ``bias_check=True`` and on a ladder's later rungs (a rung runs there only because the one
     before it was in doubt, and weights that pass then may have missed the tail the earlier
     rung saw: on a twisted 10-D banana a rung after one that failed k̂ passed every weight check
-    0.22 nat low), else where they give a reason to (:func:`~ppl_hais.estimate.bias.needs_check`)."""
+    0.22 nat low), else where they give a reason to
+    (:func:`~ppl_hais.estimate.bias.needs_check`)."""
     return plan.bias_check is True or (plan.ladder and index > 0) or needs_check(results)
 
 
