@@ -29,9 +29,9 @@ transitions in reverse order, which with a persistent momentum is their time rev
 approximately: on a 20-D Gaussian with exact draws and 10 temperatures it was 0.02 ± 0.47 off
 where the forward estimate was 1.9 low, tests/test_bias.py). The check reports it
 (``log_z_bennett``) and decides nothing by it: its draws come from MCMC, so how far it can be
-trusted is measured, not assumed (docs/bias_check.md, docs/trust_suite.md). The evidence
-workflow gives it as the estimate where the convergence ladder's last rung still fails a
-check, with the warning's figures restated about it (:func:`ppl_hais.checks.ladder.bridge_figures`).
+trusted is measured, not assumed (docs/bias_check.md). The evidence workflow gives it as the
+estimate where the ladder's last rung had the check, the interval it may be off by
+(:func:`ppl_hais.checks.ladder.bridge_figures`) in its SE or, on a failing rung, its warning.
 
 Example
 -------
