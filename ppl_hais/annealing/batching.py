@@ -93,7 +93,7 @@ class Batch:
         ``(arrays, key, betas, ..., num_valid, loop)``) of the program ``program_key``
         (``(structure, kernel, num_particles)``), run to bin ``until``, as host arrays; called
         by a member, it waits (the others take their turns) until its round has run."""
-        request = _Request((program_key, int(until)), list(groups))
+        request = _Request((program_key, int(until), _signature(groups[0])), list(groups))
         self._waiting.append(request)
         self._run_round_if_due()
         while not request.done:
@@ -131,27 +131,36 @@ def _run_round(requests, threads, compiled_once):
     for request in requests:
         by_key.setdefault(request.key, []).append(request)
     calls = []
-    for (program_key, until), same in by_key.items():
+    for (program_key, until, signature), same in by_key.items():
         groups = [(r, i) for r in same for i in range(len(r.groups))]
         start = 0
         for width in widths(len(groups), threads):
-            calls.append((program_key, until, width, groups[start : start + width]))
+            calls.append((program_key, until, width, groups[start : start + width], signature))
             start += width
     outs = [None] * len(calls)
-    for c, (program_key, _, width, _) in enumerate(calls):
-        if (program_key, width) not in compiled_once:
-            compiled_once.add((program_key, width))
-            outs[c] = _call(*calls[c])
+    for c, (program_key, _, width, _, signature) in enumerate(calls):
+        if (program_key, width, signature) not in compiled_once:
+            compiled_once.add((program_key, width, signature))
+            outs[c] = _call(*calls[c][:4])
     rest = [c for c in range(len(calls)) if outs[c] is None]
     with ThreadPoolExecutor(max(1, min(threads, len(rest)))) as pool:
-        for c, out in zip(rest, pool.map(in_thread(lambda c: _call(*calls[c])), rest),
+        for c, out in zip(rest, pool.map(in_thread(lambda c: _call(*calls[c][:4])), rest),
                           strict=True):  # fmt: skip
             outs[c] = out
     for request in requests:
         request.outputs = [None] * len(request.groups)
-    for (_, _, _, part), out in zip(calls, outs, strict=True):
+    for (_, _, _, part, _), out in zip(calls, outs, strict=True):
         for j, (request, i) in enumerate(part):
             request.outputs[i] = jax.tree.map(lambda x, j=j: x[j], out)
+
+
+def _signature(group) -> tuple:
+    """The shapes and dtypes of a group's arguments: groups of one program stack only where
+    these agree (two data sets' starts, a Laplace fit's and a prior's, or schedules padded to
+    different capacities give arrays of other shapes; each shape also traces anew)."""
+    leaves, treedef = jax.tree.flatten(group)
+    return treedef, tuple((tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x))))
+                          for x in leaves)  # fmt: skip
 
 
 def _call(program_key, until, width, part):
