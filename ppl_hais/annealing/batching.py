@@ -156,8 +156,8 @@ def _run_round(requests, threads, compiled_once):
 
 def _signature(group) -> tuple:
     """The shapes and dtypes of a group's arguments: groups of one program stack only where
-    these agree (two data sets' starts, a Laplace fit's and a prior's, or schedules padded to
-    different capacities give arrays of other shapes; each shape also traces anew)."""
+    these agree (two data sets' Laplace starts that kept 2 and 4 modes give mixture arrays of
+    other shapes, which cannot stack; each shape also traces anew)."""
     leaves, treedef = jax.tree.flatten(group)
     return treedef, tuple((tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x))))
                           for x in leaves)  # fmt: skip
