@@ -15,14 +15,15 @@ import ppl_hais as ph
 from ppl_hais.annealing.pilot import survey
 from ppl_hais.checks import diagnostics
 from ppl_hais.estimate.bias import (
+    EXTEND,
+    _inconclusive,
     _own_draws,
-    bennett,
     check_bias,
     needs_check,
-    reverse_anneal,
     suspect_khat,
     suspect_outside,
 )
+from ppl_hais.estimate.reverse import bennett, reverse_anneal
 from ppl_hais.results import arviz as arviz_out
 from ppl_hais.results.result import AISResult, AnnealingTrace
 from ppl_hais.stats import estimators
@@ -226,6 +227,47 @@ def test_bias_check_on_an_easy_model_finds_no_gap():
     assert abs(ev.bias_gap) < 4 * ev.bias.gap_se + 0.02
     assert abs(ev.log_z_upper - exact) < 4 * ev.bias.log_z_upper_se + 0.02
     assert ev.bias.gradients > 0
+
+
+def test_a_check_in_doubt_by_its_noise_alone_draws_more_and_stays_right():
+    """A Gaussian 3× wider than its start, 6-D, at 250 temperatures. Given a bound that its
+    first 128 reverse chains leave in doubt only by their noise (the gap plus two SEs above
+    it, and within it at the same gap with 1 + EXTEND times the draws), the check draws
+    EXTEND times as many more and pools them: four times the draws, a smaller SE, and the
+    pooled reverse estimate and bridge both within four of their SEs of the exact log Z. A
+    bound the first draws meet, or one that more draws could not meet, draws nothing more."""
+    dim, s = 6, 3.0
+    target = ph.AnnealingTarget(lambda z: -0.5 * jnp.sum((z / s) ** 2),
+                                ph.Gaussian(jnp.zeros(dim)))  # fmt: skip
+    exact = dim * math.log(s * math.sqrt(2 * math.pi))
+    res = ph.hais(jax.random.key(0), target, num_particles=256, num_steps=250,
+                  progress_bar=False)  # fmt: skip
+    kw = dict(num_draws=128, num_mcmc=100)
+    first = check_bias(jax.random.key(1), target, [res], **kw)
+    noise = first.log_z_upper_se
+    own = res.log_z_se
+    now = first.gap + 2 * np.hypot(noise, own)
+    then = first.gap + 2 * np.hypot(noise / np.sqrt(1 + EXTEND), own)
+    assert then < now
+    more = check_bias(jax.random.key(1), target, [res], bound=0.5 * (now + then), **kw)
+    assert more.num_draws == (1 + EXTEND) * first.num_draws
+    assert more.gradients > 3 * first.gradients
+    assert more.log_z_upper_se < first.log_z_upper_se
+    assert abs(more.log_z_upper - exact) < 4 * more.log_z_upper_se
+    assert abs(more.log_z_bennett - exact) < 4 * more.log_z_bennett_se
+    for bound in (now + 0.01, then - 0.01):  # met already; not met by more draws either
+        same = check_bias(jax.random.key(1), target, [res], bound=bound, **kw)
+        assert same.num_draws == first.num_draws and same.gap == first.gap
+
+
+def test_only_noise_that_more_draws_would_clear_is_in_doubt():
+    """``_inconclusive``: gap + 2 SE above the bound, within it at four times the draws; not
+    where it is met already, nor where the gap alone lies too near the bound, nor where the
+    forward estimate's own SE keeps it above."""
+    assert _inconclusive(-0.036, 0.069, 0.038, 0.1)  # the experts' first rung, as seen
+    assert not _inconclusive(-0.10, 0.05, 0.03, 0.1)  # met: −0.10 + 0.12 ≤ 0.1
+    assert not _inconclusive(0.08, 0.05, 0.03, 0.1)  # 0.08 + 2·hypot(0.025, 0.03) > 0.1
+    assert not _inconclusive(-0.02, 0.05, 0.06, 0.1)  # 2·hypot(0.025, 0.06) = 0.13
 
 
 def test_auto_checks_a_run_only_beyond_the_start_s_own_outside_fraction():

@@ -20,18 +20,26 @@ the forward one and the gap is about 0. So a large gap *raises* a warning that s
 gap in nats; a small gap alone never clears one, but with the convergence ladder's next rung
 agreeing it can show the weights' checks to be false alarms (:func:`ppl_hais.checks.ladder.clears`).
 
-The two directions' weights also give a third estimate, :func:`bennett`'s: the optimal bridge
-between the forward and the reverse paths (Bennett's acceptance ratio, Bennett 1976; Meng &
-Wong 1996). Each bound alone is biased at a finite number of particles by the weights' tails;
-the bridge uses both tails and, were the reverse starts exact posterior draws, would be
-consistent at any number of temperatures (Crooks 2000; the reverse anneal applies the forward
-transitions in reverse order, which with a persistent momentum is their time reversal only
-approximately: on a 20-D Gaussian with exact draws and 10 temperatures it was 0.02 ± 0.47 off
-where the forward estimate was 1.9 low, tests/test_bias.py). The check reports it
+The two directions' weights also give a third estimate, :func:`~.reverse.bennett`'s: the
+optimal bridge between the forward and the reverse paths (Bennett's acceptance ratio, Bennett
+1976; Meng & Wong 1996). Each bound alone is biased at a finite number of particles by the
+weights' tails; the bridge uses both tails and, were the reverse starts exact posterior draws,
+would be consistent at any number of temperatures (Crooks 2000; the reverse anneal applies the
+forward transitions in reverse order, which with a persistent momentum is their time reversal
+only approximately: on a 20-D Gaussian with exact draws and 10 temperatures it was 0.02 ± 0.47
+off where the forward estimate was 1.9 low, tests/test_bias.py). The check reports it
 (``log_z_bennett``) and decides nothing by it: its draws come from MCMC, so how far it can be
 trusted is measured, not assumed (docs/bias_check.md). The evidence workflow gives it as the
 estimate where the ladder's last rung had the check, the interval it may be off by
 (:func:`ppl_hais.checks.ladder.bridge_figures`) in its SE or, on a failing rung, its warning.
+
+Given the ``bound`` a rung must show (:func:`ppl_hais.checks.ladder.settling_bound`), a check
+whose gap plus two SEs exceeds it only by its reverse draws' noise (within it at the same gap
+with 1 + ``EXTEND`` times the draws) draws ``EXTEND`` times as many more by the same sampler and
+pools them: on the Student-t experts written as a factor over N(0, I), half the calls' first
+rungs were right with gaps of −0.04 ± 0.07, and the next rung (4× the temperatures) drew a
+dominant weight on some (+0.27 and +11.9 nat) and climbed to 16,000 temperatures for an answer
+the first rung had; the extra draws cost less than half of that rung (0.5 M gradients of 1.2 M).
 
 Example
 -------
@@ -56,18 +64,18 @@ import numpy as np
 
 from ..annealing.execution import run
 from ..annealing.kernels import hais_kernel
-from ..annealing.pilot import Pilot, survey
+from ..annealing.pilot import Pilot
 from ..checks import diagnostics
+from ..checks.diagnostics import BIAS_NOISE
 from ..mcmc.fast_random import host_fold_in, host_split, host_uniform
 from ..mcmc.sampler import sample as mcmc_sample
 from ..results.result import AISResult
 from ..runtime.precision import float64
 from ..stats import estimators
-from ..stats.estimators import bridge_fixed_point, bridge_relative_se, log_mean_exp_se
 from ..stats.pareto import tail_length
+from .reverse import bennett, reverse_anneal, reverse_estimate
 
-__all__ = ["BiasCheck", "Reverse", "bennett", "check_bias", "needs_check", "reverse_anneal",
-           "with_bias"]
+__all__ = ["BiasCheck", "check_bias", "needs_check", "with_bias"]
 
 # which runs are checked under bias_check="auto": a run whose target reaches past the start,
 # whose final positions predict their weights, whose weights show a tail, or that warned.
@@ -100,6 +108,7 @@ SUSPECT_KHAT = 0.3
 
 BIAS_STREAM = 29  # a check draws from fold_in(the call's key, 29) (+ 1000 per rung on a ladder)
 MIN_MCMC = 200  # the bias check's MCMC transitions (warmup, then draws) at the least
+EXTEND = 3  # a check in doubt by its noise alone draws this many times its reverse chains more
 
 
 def mcmc_length(num_steps: int) -> int:
@@ -129,7 +138,7 @@ class BiasCheck(NamedTuple):
     gap_se: float
     num_draws: int  # reverse chains
     gradients: int  # model gradients spent by the check (MCMC and reverse anneal)
-    log_z_bennett: float = float("nan")  # both directions' weights bridged (:func:`bennett`)
+    log_z_bennett: float = float("nan")  # both directions' weights bridged (reverse.bennett)
     log_z_bennett_se: float = float("nan")
     redrawn: bool = False  # the MCMC's draws failed and the forward transition redrew them
     broken: bool = False  # the draws still failed (:func:`_draws_failed`): no bound, no bridge
@@ -149,47 +158,6 @@ class BiasCheck(NamedTuple):
             return ("the bias check's MCMC draws were not posterior draws (its reverse anneal "
                     "lay below the estimate); the anneal's own transition redrew them")
         return ""
-
-
-class Reverse(NamedTuple):
-    """What :func:`reverse_anneal` returns."""
-
-    log_z_upper: float  # the reverse estimate (an upper bound from exact draws)
-    log_z_upper_se: float
-    gradients: int
-    log_weights: np.ndarray  # per reverse chain: E[exp] = 1/Z × the initial's normalizer
-
-
-def bennett(log_w_forward, log_w_reverse, *, log_z_initial: float = 0.0, tol: float = 1e-10,
-            max_iter: int = 1000) -> tuple[float, float]:  # fmt: skip
-    """(log Ẑ, SE) bridging forward and reverse anneals over one schedule: ``log_w_forward``
-    (E[exp] = Z / Z_initial) and ``log_w_reverse`` (E[exp] = Z_initial / Z), the fixed point of
-    the optimal bridge between the two path distributions (Bennett's acceptance ratio; Meng
-    & Wong 1996), with Frühwirth-Schnatter's error bar (each path independent). Non-finite
-    weights are dropped; (NaN, NaN) when a direction has fewer than two.
-
-    >>> import numpy as np
-    >>> rng = np.random.default_rng(0)
-    >>> fwd = rng.normal(-0.5, 1.0, 4000)  # log-normal weights: Crooks' pair for log Z = 0
-    >>> rev = -rng.normal(0.5, 1.0, 4000)
-    >>> log_z, se = bennett(fwd, rev)
-    >>> bool(abs(log_z) < 4 * se), bool(se < 0.05)
-    (True, True)
-    """
-    xf = np.asarray(log_w_forward, dtype=float)
-    xr = -np.asarray(log_w_reverse, dtype=float)  # each reverse path's forward log weight
-    xf, xr = xf[np.isfinite(xf)], xr[np.isfinite(xr)]
-    if len(xf) < 2 or len(xr) < 2:
-        return float("nan"), float("nan")
-    shift = float(np.median(np.concatenate([xf, xr])))
-    l_rev, l_fwd = xr - shift, xf - shift
-    s_rev, s_fwd = len(xr) / (len(xr) + len(xf)), len(xf) / (len(xr) + len(xf))
-    start = float(np.logaddexp.reduce(l_fwd) - np.log(len(l_fwd)))  # the forward estimate
-    path, converged = bridge_fixed_point(l_rev, l_fwd, s_rev, s_fwd, start, tol, max_iter)
-    if not converged:
-        return float("nan"), float("nan")
-    se = bridge_relative_se(l_rev, l_fwd, s_rev, s_fwd, float(path[-1]), len)
-    return float(path[-1] + shift + log_z_initial), se
 
 
 def needs_check(results) -> bool:
@@ -238,6 +206,7 @@ def check_bias(
     step_size="auto",
     progress_bar: bool = False,
     log_density=None,
+    bound: float | None = None,
 ) -> BiasCheck:
     """Anneal back from MCMC-refreshed posterior draws; return the upper estimate and the gap.
 
@@ -273,15 +242,9 @@ def check_bias(
     # transition at β = 1 (:func:`_own_draws`); their bridge and the MCMC's are compared below
     own = kernel is not None and kernel.local_steps and pilot is not None
     num_chains = max(int(num_draws) // (4 if own else 2), 2)
-    idx = estimators.systematic(log_w, num_chains, host_uniform(key_pick))
-    mcmc = mcmc_sample(
-        key_mcmc, _final_log_density(target) if log_density is None else log_density,
-        particles[idx], num_warmup=int(num_mcmc),
-        num_samples=int(num_mcmc), flips="standard", progress_bar=False, interruptible=False,
-    )  # fmt: skip
-    samples = np.asarray(mcmc.samples)
-    starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])
-    gradients = int(np.sum(mcmc.warmup_gradients) + np.sum(mcmc.stats["num_gradients"]))
+    density = _final_log_density(target) if log_density is None else log_density
+    starts, gradients = _mcmc_draws((key_pick, key_mcmc), density, particles, log_w,
+                                    num_chains, int(num_mcmc))  # fmt: skip
     if own:
         more, used = _own_draws(host_fold_in(key_mcmc, 1), target, kernel, pilot,
                                 particles, log_w, len(starts), 2 * int(num_mcmc))  # fmt: skip
@@ -312,11 +275,49 @@ def check_bias(
         gap, redrawn = float(rev.log_z_upper - log_z), True
         gap_se = float(np.hypot(rev.log_z_upper_se, own_se))
         log_z_both, both_se = bennett(log_w, rev.log_weights, log_z_initial=z0)
+    if bound is not None and not own and _inconclusive(gap, rev.log_z_upper_se, own_se, bound):
+        key_more = host_split(host_fold_in(rng_key, 3), 3)  # more draws of the same sampler
+        if redrawn:
+            more, used = _own_draws(key_more[0], target, kernel, pilot, particles, log_w,
+                                    EXTEND * len(starts), 2 * int(num_mcmc))  # fmt: skip
+        else:
+            more, used = _mcmc_draws(key_more[:2], density, particles, log_w,
+                                     EXTEND * num_chains, int(num_mcmc))  # fmt: skip
+        extra = reverse_anneal(key_more[2], target, betas, more, pilot, kernel=kernel,
+                               refresh=refresh, num_leapfrog=num_leapfrog, step_size=step_size)
+        rev = reverse_estimate(np.concatenate([rev.log_weights, extra.log_weights]), z0,
+                       rev.gradients + extra.gradients)  # fmt: skip
+        starts, gradients = np.concatenate([starts, more]), gradients + used + extra.gradients
+        gap = float(rev.log_z_upper - log_z)
+        gap_se = float(np.hypot(rev.log_z_upper_se, own_se))
+        log_z_both, both_se = bennett(log_w, rev.log_weights, log_z_initial=z0)
     broken = _draws_failed(gap, gap_se, results)
     if broken:  # not posterior draws: no bridge either
         log_z_both, both_se = float("nan"), float("nan")
     return BiasCheck(rev.log_z_upper, float(rev.log_z_upper_se), gap, gap_se, len(starts),
                      gradients, log_z_both, both_se, redrawn, broken)  # fmt: skip
+
+
+def _mcmc_draws(keys, log_density, particles, log_w, num_chains, num_mcmc):
+    """Two draws from each of ``num_chains`` MCMC chains (``num_mcmc // 2`` transitions apart,
+    after ``num_mcmc`` of warmup) started from the particles resampled by weight, and the
+    gradients they cost; ``keys``: (resampling, MCMC)."""
+    idx = estimators.systematic(log_w, num_chains, host_uniform(keys[0]))
+    mcmc = mcmc_sample(keys[1], log_density, particles[idx], num_warmup=num_mcmc,
+                       num_samples=num_mcmc, flips="standard", progress_bar=False,
+                       interruptible=False)  # fmt: skip
+    samples = np.asarray(mcmc.samples)
+    starts = np.concatenate([samples[:, num_mcmc // 2 - 1], samples[:, -1]])
+    return starts, int(np.sum(mcmc.warmup_gradients) + np.sum(mcmc.stats["num_gradients"]))
+
+
+def _inconclusive(gap, upper_se, own_se, bound) -> bool:
+    """Whether the check leaves ``bound`` in doubt by its reverse draws' noise alone: its gap
+    plus ``BIAS_NOISE`` SEs lies above it, and would lie within it at the same gap with
+    ``1 + EXTEND`` times the reverse draws (the forward estimate's SE unchanged)."""
+    now = gap + BIAS_NOISE * np.hypot(upper_se, own_se)
+    then = gap + BIAS_NOISE * np.hypot(upper_se / np.sqrt(1 + EXTEND), own_se)
+    return bool(now > bound >= then)
 
 
 def _draws_failed(gap, gap_se, results) -> bool:
@@ -349,44 +350,6 @@ def _own_draws(rng_key, target, kernel, pilot, particles, log_w, num, num_transi
         scale_ref=pilot.scale,
     )  # fmt: skip
     return np.asarray(out.particles), int(num) * int(num_transitions) * kernel.gradients_per_step
-
-
-def reverse_anneal(
-    rng_key, target, betas, starts, pilot: Pilot | None = None, *, kernel=None,
-    refresh: float = 0.5, num_leapfrog: int = 1, step_size="auto", progress_bar: bool = False,
-):  # fmt: skip
-    """Anneal posterior draws ``starts`` (an (n, D) array) back to the initial distribution
-    over ``betas`` (the forward schedule, 0 → 1) and return the :class:`Reverse` estimate
-    (log Ẑ upper, its SE, gradients, the reverse log weights): an unbiased estimate of 1/Z
-    from exact posterior draws, so a stochastic upper bound of log Z (Grosse et al. 2015).
-    ``pilot``: the forward run's frozen tuning (``None`` with ``step_size="auto"``: a new
-    pilot is run, discarded); ``kernel``: default HAIS with ``refresh`` and
-    ``num_leapfrog``."""
-    betas = np.asarray(betas, dtype=float)
-    if kernel is None:  # the forward run's HAIS kernel, as the evidence workflow builds it
-        kernel = hais_kernel(float(refresh), int(num_leapfrog), 1, "standard")
-    gradients = 0
-    if step_size == "auto":
-        if pilot is None:  # tune one, as the forward run did (discarded: the bound stays valid)
-            pilot = survey(rng_key, target, kernel, num_steps=len(betas) - 1)
-            used = pilot.gradients_per_particle(kernel.gradients_per_step)
-            gradients += used * (0 if pilot.log_weights is None else len(pilot.log_weights))
-        ref_betas, ref_log_step, scale = pilot.betas, pilot.log_step, pilot.scale
-    else:
-        ref_betas, ref_log_step = np.array([0.0, 1.0]), np.full(2, np.log(float(step_size)))
-        scale = None
-    out = run(
-        rng_key, target, kernel, betas[::-1].copy(), ref_betas, ref_log_step,
-        np.asarray(starts), num_bins=100, progress_bar=progress_bar,
-        desc="reverse anneal", scale_ref=scale,
-    )  # fmt: skip
-    rev = np.asarray(out.log_weights, dtype=float)
-    rev = np.where(np.isnan(rev), -np.inf, rev)
-    gradients += int(len(starts) * (len(betas) - 1) * kernel.gradients_per_step)
-    if not np.any(np.isfinite(rev)):
-        return Reverse(float("inf"), float("inf"), gradients, rev)
-    log_inv, upper_se = log_mean_exp_se(rev)
-    return Reverse(float(target.log_z_initial) - log_inv, float(upper_se), gradients, rev)
 
 
 def with_bias(result: AISResult, check: BiasCheck) -> AISResult:

@@ -34,7 +34,7 @@ from ..bridge.modes import ModeCheck, mode_check, unvisited_modes
 from ..bridge.result import BridgeResult
 from ..bridge.sampling import bridge
 from ..checks import diagnostics
-from ..estimate.bias import reverse_anneal
+from ..estimate.reverse import reverse_anneal
 from ..model.density import improper_note
 from ..model.target import Gaussian
 from ..starts.fits import bound_method, laplace_target
