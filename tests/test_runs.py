@@ -152,3 +152,16 @@ def test_a_later_rung_is_topped_up_to_an_se_that_grows_as_the_root_of_its_temper
         _run(np.random.default_rng(num_particles), num=num_particles)], room=1e12, unit=64,
         final=lambda pooled: False)  # fmt: skip
     assert spent > 0 and 0.8 * MOST_SE < out[0].log_z_se <= MOST_SE
+
+
+def test_a_check_that_drew_more_predicts_the_next_check_at_its_usual_draws():
+    """The reserve for the next rung's bias check reads the last check's MCMC cost per draw: a
+    check that drew four times the chains (in doubt by its noise, ``bias.EXTEND``) and paid
+    four times the MCMC predicts what a check of the usual 256 draws after it costs."""
+    from ppl_hais.workflow.budget import Spent, bias_reserve
+
+    mcmc, gps = 150_000, 1.0
+    usual = Spent(mcmc + 256 * 250, 256, 250)
+    more = Spent(4 * mcmc + 1024 * 250, 1024, 250)
+    assert bias_reserve(1000, gps, more) == bias_reserve(1000, gps, usual)
+    assert bias_reserve(1000, gps, usual) == 256 * 1000 + mcmc * 250 // 200

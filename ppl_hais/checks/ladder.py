@@ -73,7 +73,7 @@ __all__ = [
     "DEFAULT_BUDGET", "FIRST_NUM_STEPS", "FIXED_NUM_STEPS", "GROWTH", "Rung", "WEIGHT_CHECKS",
     "bridge_clears", "bridge_figures", "bridge_se", "cleared_se", "clears", "ends",
     "default_max_gradients", "needs_local_steps", "next_num_steps", "remaining_gap", "settled",
-    "shortfall", "stated_shortfall", "unsizable",
+    "settling_bound", "shortfall", "unsizable",
 ]  # fmt: skip
 
 FIRST_NUM_STEPS = 250  # the first rung's temperatures (a quarter of the fixed default's)
@@ -150,21 +150,23 @@ def clears(trajectory, alone: bool = False) -> bool:
     )
 
 
+def settling_bound(num_steps: int) -> float | None:
+    """The bias a rung must bound to be :func:`settled`: ``CLEAR_BOUND`` below the fixed
+    default's ``FIXED_NUM_STEPS`` temperatures (where the checks were calibrated), else none."""
+    return CLEAR_BOUND if num_steps < FIXED_NUM_STEPS else None
+
+
 def settled(rung) -> bool:
-    """Whether a rung may end the ladder: no check failed and, on a rung shorter than the fixed
-    default's ``FIXED_NUM_STEPS`` (where the checks were calibrated), its bias check, where one
-    ran, bounds the bias by ``CLEAR_BOUND`` (its gap plus ``BIAS_NOISE`` SEs). There a check
-    within its noise whose noise cannot rule out 0.1 nat is inconclusive and sends the ladder
-    on: at 250 temperatures a banana passed its weights' checks 0.13 nat low (gap 0.06 ±
-    0.04), a 30-D Student-t 0.21 low (gap 0.11 ± 0.08). A check whose reverse estimate lies
-    *below* beyond its noise (:func:`~ppl_hais.checks.diagnostics.bias_below`) bounds nothing and is
-    inconclusive too: on a non-centered horseshoe regression it was 284 nats under, and the
-    rung 0.40 nat low."""
-    if rung.failed:
-        return False
-    gap, se = rung.bias_gap, rung.bias_gap_se
-    return not (rung.num_steps < FIXED_NUM_STEPS
-                and (gap + BIAS_NOISE * se > CLEAR_BOUND or bias_below(gap, se)))  # fmt: skip
+    """Whether a rung may end the ladder: no check failed and its bias check, where one ran,
+    bounds the bias by :func:`settling_bound` (gap + ``BIAS_NOISE`` SEs), or the ladder goes on
+    (at 250 temperatures a banana passed its weights' checks 0.13 nat low, gap 0.06 ± 0.04; a
+    30-D Student-t 0.21 low, gap 0.11 ± 0.08) unless more reverse draws settle it (``bound`` of
+    :func:`~ppl_hais.estimate.bias.check_bias`). A reverse estimate *below* beyond its noise
+    (:func:`~ppl_hais.checks.diagnostics.bias_below`) bounds nothing: on a non-centered horseshoe
+    regression it was 284 nats under, and the rung 0.40 nat low."""
+    bound, gap, se = settling_bound(rung.num_steps), rung.bias_gap, rung.bias_gap_se
+    return not rung.failed and (bound is None or not (gap + BIAS_NOISE * se > bound
+                                                      or bias_below(gap, se)))  # fmt: skip
 
 
 def ends(trajectory) -> bool:
@@ -238,11 +240,6 @@ def shortfall(trajectory) -> float:
     if unsizable(trajectory):
         return float("inf")
     return _sized(trajectory)
-
-
-def stated_shortfall(trajectory, bridge: float | None = None) -> float:
-    """:func:`shortfall`, or :func:`bridge_figures`' about ``bridge`` where that is the estimate."""
-    return shortfall(trajectory) if bridge is None else bridge_figures(trajectory, bridge)[0]
 
 
 def _sized(trajectory) -> float:

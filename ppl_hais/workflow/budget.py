@@ -131,13 +131,15 @@ def main_gradients(results) -> int:
 def bias_reserve(num_steps, gradients_per_step, last_check, num_draws=256):
     """What a bias check after a run of ``num_steps`` temperatures is predicted to cost: its
     reverse anneal (``num_draws`` chains over the schedule) and its MCMC (the last check's,
-    scaled by the transitions each runs, :func:`~ppl_hais.estimate.bias.mcmc_length`; before
-    any has run, 128 chains × 2 × those transitions × 8 leapfrog steps)."""
+    scaled by the transitions each runs, :func:`~ppl_hais.estimate.bias.mcmc_length`, and by
+    its draws: a check in doubt by its noise alone drew more, ``bias.EXTEND``; before any has
+    run, 128 chains × 2 × those transitions × 8 leapfrog steps)."""
     reverse = num_draws * num_steps * gradients_per_step
     if last_check is None:
         return int(reverse + 128 * 2 * mcmc_length(num_steps) * 8 * gradients_per_step)
     mcmc = last_check.gradients - last_check.num_draws * last_check.num_steps * gradients_per_step
-    scale = mcmc_length(num_steps) / mcmc_length(last_check.num_steps)
+    scale = (mcmc_length(num_steps) / mcmc_length(last_check.num_steps)
+             * num_draws / last_check.num_draws)  # fmt: skip
     return int(reverse + max(mcmc, 0) * scale)
 
 

@@ -143,7 +143,8 @@ def step(keys: Keys, plan: Plan, state: State) -> tuple[State, RungInfo]:
             bias = check_bias(keys.bias(index), plan.target, results, state.pilot, log_z=log_z,
                 log_z_se=float(np.sqrt(var)), kernel=state.options.kernel.kernel(),
                 step_size=state.options.pilot.step_size, progress_bar=plan.progress_bar,
-                log_density=bound_method(plan.model, "log_joint"))  # fmt: skip
+                log_density=bound_method(plan.model, "log_joint"),
+                bound=_ladder.settling_bound(steps) if plan.ladder else None)  # fmt: skip
             spent, last_check = spent + bias.gradients, Spent(bias.gradients, bias.num_draws,
                                                                steps)  # fmt: skip
             checks += diagnostics.evidence_checks(bias_gap=bias.gap, bias_gap_se=bias.gap_se)

@@ -103,7 +103,7 @@ class Evidence:
         inside the error bar of a call without one (``log_z_se`` at least half of it)."""
         if not self.trajectory:
             return float("nan")
-        return _ladder.stated_shortfall(self.trajectory, self.log_z if self.bridged else None)
+        return _stated_shortfall(self.trajectory, self.log_z if self.bridged else None)
 
     @property
     def excess(self) -> float:
@@ -299,7 +299,15 @@ def _answer(trajectory, log_z, var, checks, ladder, max_gradients):
     if ladder:
         checks += _ladder.remaining_gap(trajectory, max_gradients=max_gradients, bridge=bridge)
     if not checks:  # unwarned: the error bar reaches what the trajectory says may be missing
-        short = _ladder.stated_shortfall(trajectory, None if bridge is None else log_z)
+        short = _stated_shortfall(trajectory, None if bridge is None else log_z)
         if np.isfinite(short):  # a bridge's SE carries half its stated interval already
             var = max(var, (short / 2) ** 2 + (0.0 if bridge is not None else noise))
     return forward, log_z, var, checks
+
+
+def _stated_shortfall(trajectory, bridge: float | None = None) -> float:
+    """The ladder's :func:`~ppl_hais.checks.ladder.shortfall`, or where ``bridge`` is the
+    estimate, :func:`~ppl_hais.checks.ladder.bridge_figures`' about it."""
+    if bridge is None:
+        return _ladder.shortfall(trajectory)
+    return _ladder.bridge_figures(trajectory, bridge)[0]
