@@ -848,6 +848,7 @@ def summarize(name, adapter, runs, seeds):
             "start" in r for r in runs) else "—",  # peers choose no start
         grads=np.mean([r["gradients"] for r in runs]),
         grads_median=np.median([r["gradients"] for r in runs]),
+        grads_max=np.max([r["gradients"] for r in runs]),
         wall=np.median([r["wall"] for r in runs[1:]] or [runs[0]["wall"]]), n=seeds,
     )  # fmt: skip
 
@@ -954,7 +955,7 @@ def _beside_peers(rows):
     lines = [
         "",
         "Beside the peers, in this run: per model, each estimator's right runs, rms error, "
-        "mean gradients and median seconds per call; then each of our adapters' gradients and "
+        "mean gradients (≤ the most of one call) and median seconds per call; then each of our adapters' gradients and "
         "seconds over each peer's (*gradients · time*, marked † where the peer was right on "
         "fewer than 90% of runs: a ratio against an estimate that is not right compares "
         "nothing; — where the peer counts no gradients).",
@@ -968,7 +969,8 @@ def _beside_peers(rows):
         got = [cell.get((model, a)) for a in names]
         parts = ["—" if r is None else
                  f"{r['right']}/{r['n']} right, rms {math.hypot(r['err'], r['sd']):.3f}, "
-                 + (f"{r['grads'] / 1e6:.2f} M, " if np.isfinite(r["grads"]) else "")
+                 + (f"{r['grads'] / 1e6:.2f} M (≤ {r['grads_max'] / 1e6:.2f}), "
+                    if np.isfinite(r["grads"]) else "")
                  + f"{r['wall']:.1f} s" for r in got]  # fmt: skip
         for a in dict.fromkeys(r["adapter"] for r in ours):
             for p in dict.fromkeys(r["adapter"] for r in peers):
