@@ -11,7 +11,8 @@ check (:mod:`.bias`) runs both on MCMC draws; the model bridge
 Example
 -------
 >>> import numpy as np
->>> est = reverse_estimate(np.log([0.5, 2.0, -np.inf]), 0.0, 0)  # mean weight 5/6: Z = 6/5
+>>> weights = np.array([np.log(0.5), np.log(2.0), -np.inf])  # a failed chain weighs 0
+>>> est = reverse_estimate(weights, 0.0, 0)  # their mean, 5/6, estimates 1/Z: Z = 6/5
 >>> round(est.log_z_upper, 4) == round(float(np.log(1.2)), 4)
 True
 """
