@@ -954,11 +954,11 @@ def _beside_peers(rows):
     cell = {(r["name"], r["adapter"]): r for r in rows}
     lines = [
         "",
-        "Beside the peers, in this run: per model, each estimator's right runs, rms error, "
-        "mean gradients (≤ the most of one call) and median seconds per call; then each of our adapters' gradients and "
-        "seconds over each peer's (*gradients · time*, marked † where the peer was right on "
-        "fewer than 90% of runs: a ratio against an estimate that is not right compares "
-        "nothing; — where the peer counts no gradients).",
+        "Beside the peers, in this run: per model, each estimator's right runs, rms error, mean"
+        " gradients (≤ the most of one call) and median seconds per call; then each of our "
+        "adapters' gradients and seconds over each peer's (*gradients · time*, marked † where "
+        "the peer was right on fewer than 90% of runs: a ratio against an estimate that is not "
+        "right compares nothing; — where the peer counts no gradients).",
         "",
         "| model | " + " | ".join(names)
         + " | " + " | ".join(f"{a} / {p}" for a in dict.fromkeys(r["adapter"] for r in ours)
