@@ -222,7 +222,10 @@ def check_bias(
     the forward run's transition kernel (default: HAIS with ``refresh`` and ``num_leapfrog``).
     ``log_density``: the posterior's log density the MCMC samples, a pytree (default: the
     target's log q + r). The evidence workflow passes the model's joint density, the same
-    function whatever the start, so one compiled MCMC serves every start.
+    function whatever the start, so one compiled MCMC serves every start. ``bound``: the bias
+    the caller needs bounded (the ladder's :func:`~ppl_hais.checks.ladder.settling_bound`);
+    where only the reverse draws' noise leaves it in doubt, ``EXTEND`` times as many more are
+    drawn and pooled (module docstring), and ``num_draws`` in the result counts them all.
 
     With a local-step ``kernel`` (and its ``pilot``) half the reverse chains start from the
     MCMC's draws and half from :func:`_own_draws`; the reverse estimate, its gap and the
