@@ -258,15 +258,13 @@ def check_bias(
     )  # fmt: skip
     gradients += rev.gradients
     own_se = log_z_se if log_z_se is not None and np.isfinite(log_z_se) else 0.0
-    gap = float(rev.log_z_upper - log_z)
     z0 = float(target.log_z_initial)
-    log_z_both, both_se = bennett(log_w, rev.log_weights, log_z_initial=z0)
+    gap, gap_se, log_z_both, both_se = _figures(rev, log_z, own_se, log_w, z0)
     if own:  # the two samplers' bridges differ by how far their draws are from π: an SE
         half = len(rev.log_weights) // 2
         apart = (bennett(log_w, rev.log_weights[:half], log_z_initial=z0)[0]
                  - bennett(log_w, rev.log_weights[half:], log_z_initial=z0)[0])  # fmt: skip
         both_se = float(np.hypot(both_se, 0.5 * apart))
-    gap_se = float(np.hypot(rev.log_z_upper_se, own_se))
     redrawn = False
     if not own and pilot is not None and _draws_failed(gap, gap_se, results):
         kernel = kernel or hais_kernel(float(refresh), int(num_leapfrog), 1, "standard")
@@ -274,10 +272,8 @@ def check_bias(
                                 log_w, len(starts), 2 * int(num_mcmc))  # fmt: skip
         rev = reverse_anneal(host_fold_in(key_rev, 1), target, betas, more, pilot,
                              kernel=kernel, step_size=step_size)  # fmt: skip
-        gradients += used + rev.gradients
-        gap, redrawn = float(rev.log_z_upper - log_z), True
-        gap_se = float(np.hypot(rev.log_z_upper_se, own_se))
-        log_z_both, both_se = bennett(log_w, rev.log_weights, log_z_initial=z0)
+        gradients, redrawn = gradients + used + rev.gradients, True
+        gap, gap_se, log_z_both, both_se = _figures(rev, log_z, own_se, log_w, z0)
     if bound is not None and not own and _inconclusive(gap, rev.log_z_upper_se, own_se, bound):
         key_more = host_split(host_fold_in(rng_key, 3), 3)  # more draws of the same sampler
         if redrawn:
@@ -289,16 +285,22 @@ def check_bias(
         extra = reverse_anneal(key_more[2], target, betas, more, pilot, kernel=kernel,
                                refresh=refresh, num_leapfrog=num_leapfrog, step_size=step_size)
         rev = reverse_estimate(np.concatenate([rev.log_weights, extra.log_weights]), z0,
-                       rev.gradients + extra.gradients)  # fmt: skip
+                               rev.gradients + extra.gradients)  # fmt: skip
         starts, gradients = np.concatenate([starts, more]), gradients + used + extra.gradients
-        gap = float(rev.log_z_upper - log_z)
-        gap_se = float(np.hypot(rev.log_z_upper_se, own_se))
-        log_z_both, both_se = bennett(log_w, rev.log_weights, log_z_initial=z0)
+        gap, gap_se, log_z_both, both_se = _figures(rev, log_z, own_se, log_w, z0)
     broken = _draws_failed(gap, gap_se, results)
     if broken:  # not posterior draws: no bridge either
         log_z_both, both_se = float("nan"), float("nan")
     return BiasCheck(rev.log_z_upper, float(rev.log_z_upper_se), gap, gap_se, len(starts),
                      gradients, log_z_both, both_se, redrawn, broken)  # fmt: skip
+
+
+def _figures(rev, log_z, own_se, log_w, log_z_initial):
+    """(gap, its SE, bridge, its SE) of a reverse anneal ``rev`` against the forward estimate
+    ``log_z`` (SE ``own_se``) and its weights ``log_w``."""
+    both, both_se = bennett(log_w, rev.log_weights, log_z_initial=log_z_initial)
+    gap_se = float(np.hypot(rev.log_z_upper_se, own_se))
+    return float(rev.log_z_upper - log_z), gap_se, both, both_se
 
 
 def _mcmc_draws(keys, log_density, particles, log_w, num_chains, num_mcmc):
